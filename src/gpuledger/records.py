@@ -1,0 +1,84 @@
+"""The records every part of gpuledger exchanges: a run, its requests, its telemetry samples.
+
+These are the contract between engines/bench (which produce them), the store (which keeps them),
+and metrics/cost/report (pure functions over them). Times inside a run are seconds on the run's own
+monotonic clock, measured from ``RunInfo.t0_monotonic``; ``RunInfo.started_at`` is the wall-clock
+moment of that zero, so a colleague can line a run up with other logs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+RunStatus = Literal["running", "complete", "incomplete", "failed"]
+RUN_STATUSES: tuple[RunStatus, ...] = ("running", "complete", "incomplete", "failed")
+
+# Where a request's token counts came from, most trustworthy first.
+TokenSource = Literal["server_usage", "server_tokenizer", "engine", "client_count"]
+TOKEN_SOURCES: tuple[TokenSource, ...] = ("server_usage", "server_tokenizer", "engine", "client_count")
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """One request as measured by the client. ``chunk_times[i]`` is when content chunk ``i``
+    arrived; ``chunk_tokens[i]`` how many tokens it carried (``None`` = one token per chunk).
+    ``t_first`` is ``chunk_times[0]`` when there is content."""
+
+    index: int
+    t_send: float
+    t_first: float | None = None
+    t_end: float | None = None
+    chunk_times: list[float] = field(default_factory=list)
+    chunk_tokens: list[int] | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    token_source: TokenSource = "client_count"
+    requested_output_tokens: int | None = None
+    error: str | None = None
+    stage: str = ""
+    server_timings: dict[str, Any] | None = None
+    output_chars: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass(slots=True)
+class TelemetrySample:
+    """One reading. ``t`` is seconds on the run's clock; ``value`` is in base units
+    (W, J, bytes, ratio 0..1, °C, Hz). ``device`` is a stable key such as ``nvidia:0`` or ``cpu``."""
+
+    t: float
+    device: str
+    metric: str
+    value: float
+    source: str
+
+
+@dataclass(slots=True)
+class RunInfo:
+    """The header of a run. ``summary`` is the cached output of the metrics functions and can be
+    recomputed from the requests at any time."""
+
+    id: str
+    label: str = ""
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    status: RunStatus = "running"
+    engine: str = ""
+    model: str = ""
+    base_url: str | None = None
+    unit: str = "token"
+    workload: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=dict)
+    server: dict[str, Any] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)
+    telemetry_summary: list[dict[str, Any]] = field(default_factory=list)
+    client: dict[str, Any] = field(default_factory=dict)
+    duration_s: float | None = None
+    num_requests: int = 0
+    finished_at: datetime | None = None
