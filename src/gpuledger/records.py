@@ -82,3 +82,17 @@ class RunInfo:
     duration_s: float | None = None
     num_requests: int = 0
     finished_at: datetime | None = None
+
+
+@dataclass(slots=True)
+class DoctorRunRecord:
+    """One ``gpuledger doctor`` run, kept for the setup-labour ledger (seed §2.3, §7.3 step 4).
+    ``findings`` holds ``{"id", "layer", "severity", "title"}`` dicts."""
+
+    machine: str
+    created_at: datetime
+    errors: int
+    warnings: int
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    facts: dict[str, Any] = field(default_factory=dict)
+    id: int | None = None
