@@ -1,0 +1,166 @@
+"""Energy maths and window summaries: pure functions over known inputs."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuledger.records import TelemetrySample
+from gpuledger.telemetry.base import DeviceInfo
+from gpuledger.telemetry.sampler import (
+    choose_energy,
+    counter_delta,
+    find_gaps,
+    summarize_device,
+    trapezoid_energy_j,
+)
+
+GPU = DeviceInfo(key="nvidia:0", vendor="nvidia", index=0, name="NVIDIA H100 80GB HBM3", uuid="GPU-1")
+
+
+def constant_300w_for_10s() -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+    times = [i * 0.1 for i in range(101)]
+    power = [(t, 300.0) for t in times]
+    counter = [(t, 5_000.0 + 300.0 * t) for t in times]  # counters start anywhere
+    return power, counter
+
+
+def test_constant_300_w_for_10_s_is_3000_j_by_both_methods() -> None:
+    power, counter = constant_300w_for_10s()
+    assert trapezoid_energy_j([t for t, _ in power], [w for _, w in power]) == pytest.approx(3000.0)
+    assert counter_delta([v for _, v in counter]) == pytest.approx(3000.0)
+    result = choose_energy(power, counter)
+    assert result.method == "counter"
+    assert result.energy_j == pytest.approx(3000.0)
+    assert result.reason is None
+
+
+def test_trapezoid_integrates_a_ramp_exactly() -> None:
+    # 0 W -> 100 W linearly over 10 s: 500 J
+    times = [float(t) for t in range(11)]
+    assert trapezoid_energy_j(times, [10.0 * t for t in times]) == pytest.approx(500.0)
+
+
+def test_trapezoid_handles_uneven_spacing() -> None:
+    assert trapezoid_energy_j([0.0, 1.0, 4.0], [100.0, 100.0, 100.0]) == pytest.approx(400.0)
+
+
+def test_counter_delta_adds_the_range_back_on_wraparound() -> None:
+    # counter range 1000: 900 -> 950 -> (wrap) 20 -> 70 is 50 + 70 + 50 = 170
+    assert counter_delta([900.0, 950.0, 20.0, 70.0], wrap_at=1000.0) == pytest.approx(170.0)
+
+
+def test_counter_that_goes_backwards_without_a_known_range_is_rejected() -> None:
+    with pytest.raises(ValueError, match="went backwards"):
+        counter_delta([900.0, 20.0])
+
+
+def test_no_counter_falls_back_to_integrated_power_and_says_so() -> None:
+    power, _ = constant_300w_for_10s()
+    result = choose_energy(power, [])
+    assert (result.method, result.reason) == ("integrated", "no counter")
+    assert result.energy_j == pytest.approx(3000.0)
+
+
+def test_counter_disagreeing_by_37_percent_is_not_used() -> None:
+    power, _ = constant_300w_for_10s()
+    counter = [(t, 1.37 * 300.0 * t) for t, _ in power]
+    result = choose_energy(power, counter)
+    assert result.method == "integrated"
+    assert result.energy_j == pytest.approx(3000.0)
+    assert result.reason == "counter disagreed with integrated power by 37 %"
+    assert result.counter_j == pytest.approx(4110.0)
+
+
+def test_counter_within_5_percent_is_used() -> None:
+    power, _ = constant_300w_for_10s()
+    counter = [(t, 1.04 * 300.0 * t) for t, _ in power]
+    result = choose_energy(power, counter)
+    assert result.method == "counter"
+    assert result.energy_j == pytest.approx(3120.0)
+
+
+def test_counter_stuck_at_zero_is_flagged() -> None:
+    power, _ = constant_300w_for_10s()
+    result = choose_energy(power, [(t, 0.0) for t, _ in power])
+    assert (result.method, result.reason) == ("integrated", "counter stuck at 0")
+    assert result.energy_j == pytest.approx(3000.0)
+
+
+def test_counter_stuck_at_zero_without_power_gives_no_energy_at_all() -> None:
+    result = choose_energy([], [(0.0, 0.0), (1.0, 0.0)])
+    assert result.energy_j is None and result.method is None
+    assert result.reason == "counter stuck at 0 and no power readings"
+
+
+def test_counter_without_power_is_used_but_marked_unvalidated() -> None:
+    result = choose_energy([], [(0.0, 10.0), (2.0, 110.0)], counter_only_reason="not validated: rapl only")
+    assert (result.energy_j, result.method, result.reason) == (100.0, "counter", "not validated: rapl only")
+
+
+def test_nothing_measured_gives_none_with_a_reason() -> None:
+    result = choose_energy([], [])
+    assert result.energy_j is None and result.method is None and result.reason
+
+
+def test_gaps_longer_than_three_intervals_are_found_including_at_the_edges() -> None:
+    times = [0.0, 0.1, 0.2, 0.9, 1.0]
+    assert find_gaps(times, 0.0, 1.0, 0.1) == [(0.2, pytest.approx(0.7))]
+    assert find_gaps(times, 0.0, 1.5, 0.1) == [(0.2, pytest.approx(0.7)), (1.0, pytest.approx(0.5))]
+    assert find_gaps([0.0, 0.1, 0.2, 0.3], 0.0, 0.3, 0.1) == []
+
+
+def samples(device: str, t_values: list[float], metric: str, value: float, source: str = "nvml"
+            ) -> list[TelemetrySample]:
+    return [TelemetrySample(t, device, metric, value, source) for t in t_values]
+
+
+def test_summary_of_a_steady_gpu_window() -> None:
+    ts = [i * 0.1 for i in range(101)]
+    data = (samples("nvidia:0", ts, "util_ratio", 0.5) + samples("nvidia:0", ts, "memory_used_bytes", 1e9)
+            + samples("nvidia:0", ts, "memory_total_bytes", 8e10) + samples("nvidia:0", ts, "power_w", 300.0)
+            + [TelemetrySample(t, "nvidia:0", "energy_j", 100.0 + 300.0 * t, "nvml") for t in ts]
+            + samples("nvidia:1", ts, "power_w", 999.0))  # another device: ignored
+    s = summarize_device(GPU, data, window_start=0.0, window_end=10.0, interval_s=0.1)
+    d = s.to_dict()
+    assert d["device"] == "nvidia:0" and d["vendor"] == "nvidia" and d["uuid"] == "GPU-1"
+    assert d["mean_util_ratio"] == pytest.approx(0.5) and d["peak_util_ratio"] == pytest.approx(0.5)
+    assert d["peak_memory_bytes"] == 1e9 and d["memory_total_bytes"] == 8e10
+    assert d["mean_power_w"] == pytest.approx(300.0) and d["peak_power_w"] == 300.0
+    assert d["energy_j"] == pytest.approx(3000.0) and d["energy_method"] == "counter"
+    assert d["valid"] is True and d["validity_reason"] is None
+    assert d["samples"] == 101 and d["sources"] == ["nvml"] and d["unavailable"] == {}
+    contract_keys = {"device", "vendor", "name", "uuid", "index", "mean_util_ratio", "peak_util_ratio",
+                     "peak_memory_bytes", "memory_total_bytes", "mean_power_w", "peak_power_w", "energy_j",
+                     "energy_method", "energy_reason", "valid", "validity_reason", "samples", "interval_s",
+                     "sources", "unavailable"}
+    assert contract_keys <= set(d)
+
+
+def test_summary_marks_a_window_with_missing_samples_as_gap() -> None:
+    ts = [0.0, 0.1, 0.2, 0.3, 1.5, 1.6]
+    s = summarize_device(GPU, samples("nvidia:0", ts, "power_w", 100.0), window_start=0.0, window_end=1.6,
+                         interval_s=0.1)
+    assert s.valid is False
+    assert s.validity_reason is not None and s.validity_reason.startswith("gap: no samples for 1.20 s")
+
+
+def test_summary_without_power_says_why_energy_is_missing() -> None:
+    ts = [i * 0.1 for i in range(11)]
+    why = {"power_w": "nvml: Not Supported (NVMLError_NotSupported)"}
+    s = summarize_device(GPU, samples("nvidia:0", ts, "util_ratio", 0.1), window_start=0.0, window_end=1.0,
+                         interval_s=0.1, unavailable=why)
+    assert s.energy_j is None and s.energy_method is None
+    assert s.energy_reason == "no power or energy readings (nvml: Not Supported (NVMLError_NotSupported))"
+    assert s.unavailable["power_w"] == "nvml: Not Supported (NVMLError_NotSupported)"
+    assert s.unavailable["energy_j"] == "no energy counter"
+
+
+def test_counter_only_device_derives_mean_and_peak_power_from_the_counter() -> None:
+    cpu = DeviceInfo(key="cpu", vendor="cpu", index=None, name="AMD EPYC")
+    readings = ((0.0, 0.0), (1.0, 50.0), (2.0, 150.0))
+    data = [TelemetrySample(t, "cpu", "energy_j", j, "rapl") for t, j in readings]
+    s = summarize_device(cpu, data, window_start=0.0, window_end=2.0, interval_s=1.0,
+                         counter_only_reason="not validated: rapl reports energy only")
+    assert (s.energy_j, s.energy_method) == (150.0, "counter")
+    assert s.mean_power_w == pytest.approx(75.0) and s.peak_power_w == pytest.approx(100.0)
+    assert s.energy_reason == "not validated: rapl reports energy only"
