@@ -1,10 +1,453 @@
-"""CLI commands (being written in this session; registers nothing yet)."""
+"""Run history: ``gpuledger runs``, ``show``, ``export``, ``delete``, ``import`` (docs/store.md)."""
 
 from __future__ import annotations
 
+import csv
+import io
+import math
+import re
+import sys
+from datetime import datetime, timedelta
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import orjson
 import typer
+from rich.table import Table
+from rich.text import Text
+
+from gpuledger.cli.common import DbOpt, JsonOpt, console, err_console, print_json
+from gpuledger.errors import InvalidInputError, NotFoundError
+from gpuledger.quantity import Quantity
+from gpuledger.records import RequestRecord, RunInfo
+
+if TYPE_CHECKING:
+    from gpuledger.store import Store
+
+NA = "—"
+_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([wdhm])\s*$")
+_AGE_UNITS = {"w": "weeks", "d": "days", "h": "hours", "m": "minutes"}
+_LATENCIES = (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("itl_ms", "ITL"), ("e2e_ms", "E2E"))
+
+
+class ExportFormat(StrEnum):
+    json = "json"
+    csv = "csv"
+
+
+# ---- helpers ------------------------------------------------------------------------------------
+
+
+def parse_since(text: str | None, now: datetime | None = None) -> datetime | None:
+    """``--since``: an ISO date/time (local time unless it names a zone) or an age (``7d``, ``12h``)."""
+    if text is None:
+        return None
+    age = _AGE.match(text)
+    if age:
+        base = now or datetime.now().astimezone()
+        return base - timedelta(**{_AGE_UNITS[age.group(2)]: float(age.group(1))})
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise InvalidInputError(
+            f"--since {text!r}: expected a date or time (2025-01-31, 2025-01-31T14:00, with an optional "
+            "zone) or an age (30m, 12h, 7d, 2w)"
+        ) from None
+    return when if when.tzinfo is not None else when.astimezone()
+
+
+def _iso(when: datetime | None) -> str | None:
+    return None if when is None else when.isoformat()
+
+
+def _local(when: datetime | None, fmt: str = "%Y-%m-%d %H:%M") -> str:
+    return NA if when is None else when.astimezone().strftime(fmt)
+
+
+def _finite(value: Any) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def output_rate(run: RunInfo) -> Quantity:
+    """The run's output throughput from its summary, or why there is none."""
+    unit = f"{run.unit or 'token'}/s"
+    source = "bench summary"
+    if not run.summary:
+        reason = {
+            "running": "still running",
+            "incomplete": "run did not finish",
+            "failed": "run failed",
+        }.get(run.status, "no summary stored")
+        return Quantity.missing(unit, source, reason)
+    value = _finite(run.summary.get("output_tokens_per_s"))
+    if value is None:
+        return Quantity.missing(unit, source, "not in the summary")
+    return Quantity(value, unit, source, "output tokens ÷ measured window")
+
+
+def _rate_text(q: Quantity) -> str:
+    return f"{q.value:,.1f} {q.unit}" if q.value is not None else f"{NA} ({q.reason})"
+
+
+def run_listing(run: RunInfo) -> dict[str, Any]:
+    """One ``runs --json`` entry."""
+    return {
+        "id": run.id,
+        "created_at": _iso(run.created_at),
+        "label": run.label,
+        "engine": run.engine,
+        "model": run.model,
+        "status": run.status,
+        "num_requests": run.num_requests,
+        "unit": run.unit,
+        "duration_s": run.duration_s,
+        "finished_at": _iso(run.finished_at),
+        "output_tokens_per_s": output_rate(run),
+    }
+
+
+def _open(db: str | None) -> Store:
+    from gpuledger.store import open_store
+
+    return open_store(db)
+
+
+# ---- runs ---------------------------------------------------------------------------------------
+
+
+def runs(
+    label: Annotated[str | None, typer.Option("--label", help="Only runs with this label.")] = None,
+    since: Annotated[
+        str | None,
+        typer.Option("--since", help="Only runs created since DATE (2025-01-31[T14:00], local time) or an "
+                     "age (30m, 12h, 7d, 2w)."),
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="At most N runs (newest first).")
+    ] = None,
+    db: DbOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """List stored runs, newest first: id, when, label, engine, model, status, requests, output rate."""
+    cutoff = parse_since(since)
+    with _open(db) as store:
+        found = store.list_runs(label=label, since=cutoff, limit=limit)
+    if json_out:
+        print_json([run_listing(r) for r in found])
+        return
+    if not found:
+        console.print("no runs" + (" matching the filters" if label or since else "") + f" in {store.url}",
+                      markup=False)
+        return
+    table = Table(title=f"runs in {store.url}", title_justify="left", show_lines=False)
+    for name in ("id", "when", "label", "engine", "model", "status"):
+        table.add_column(name, no_wrap=name in ("id", "when", "status"))
+    table.add_column("requests", justify="right")
+    table.add_column("output rate", justify="right")
+    colours = {"complete": "green", "running": "cyan", "incomplete": "yellow", "failed": "red"}
+    for r in found:
+        table.add_row(
+            r.id, _local(r.created_at), Text(r.label), Text(r.engine), Text(r.model),
+            Text(r.status, style=colours.get(r.status, "")), f"{r.num_requests:,}",
+            Text(_rate_text(output_rate(r))),
+        )
+    console.print(table)
+
+
+# ---- show ---------------------------------------------------------------------------------------
+
+
+def _fmt_ms(block: dict[str, Any], key: str) -> str:
+    value = _finite(block.get(key))
+    return NA if value is None else f"{value:,.1f}"
+
+
+def _flatten(prefix: str, value: Any, out: list[tuple[str, str]]) -> None:
+    if isinstance(value, dict) and value:
+        for k, v in value.items():
+            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
+    elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        for i, v in enumerate(value):
+            _flatten(f"{prefix}[{i}]", v, out)
+    else:
+        out.append((prefix, orjson.dumps(value).decode() if not isinstance(value, str) else value))
+
+
+def _kv_table(rows: list[tuple[str, str]]) -> Table:
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    for k, v in rows:
+        table.add_row(Text(k), Text(v))  # Text: user data is never read as rich markup
+    return table
+
+
+def _header_rows(run: RunInfo, env_hash: str | None) -> list[tuple[str, str]]:
+    rows = [
+        ("id", run.id), ("label", run.label or NA), ("status", run.status),
+        ("created", _local(run.created_at, "%Y-%m-%d %H:%M:%S %Z")),
+        ("started", _local(run.started_at, "%Y-%m-%d %H:%M:%S %Z")),
+        ("finished", _local(run.finished_at, "%Y-%m-%d %H:%M:%S %Z")),
+        ("duration", NA if run.duration_s is None else f"{run.duration_s:,.1f} s"),
+        ("engine", run.engine or NA), ("model", run.model or NA), ("server URL", run.base_url or NA),
+        ("unit of work", run.unit), ("requests stored", f"{run.num_requests:,}"),
+        ("environment hash", env_hash or NA),
+    ]
+    return rows
+
+
+def _summary_rows(run: RunInfo) -> list[tuple[str, str]]:
+    s = run.summary
+    unit = run.unit or "token"
+    rows: list[tuple[str, str]] = [("output rate", _rate_text(output_rate(run)))]
+    for key, label, what in (
+        ("input_tokens_per_s", "input rate", f"{unit}/s"),
+        ("total_tokens_per_s", "total rate", f"{unit}/s"),
+        ("requests_per_s", "request rate", "req/s"),
+        ("goodput_requests_per_s", "goodput", "req/s"),
+        ("window_s", "measured window", "s"),
+    ):
+        value = _finite(s.get(key))
+        if value is not None:
+            rows.append((label, f"{value:,.2f} {what}"))
+    ok, failed, err = s.get("num_ok"), s.get("num_failed"), _finite(s.get("error_rate"))
+    if ok is not None or failed is not None:
+        text = f"{NA if ok is None else ok} / {NA if failed is None else failed}"
+        rows.append(("requests ok / failed", text + (f" (error rate {err:.1%})" if err is not None else "")))
+    for key, label in (("input_tokens_total", f"input {unit}s"), ("output_tokens_total", f"output {unit}s")):
+        value = s.get(key)
+        if isinstance(value, int):
+            rows.append((label, f"{value:,}"))
+    sources = s.get("token_source")
+    if isinstance(sources, dict) and sources:
+        rows.append(("token counts from", ", ".join(f"{k}: {v}" for k, v in sources.items())))
+    return rows
+
+
+def _latency_table(summary: dict[str, Any]) -> Table | None:
+    blocks = [(label, summary[key]) for key, label in _LATENCIES if isinstance(summary.get(key), dict)]
+    if not blocks:
+        return None
+    table = Table(title="latency (ms)", title_justify="left")
+    table.add_column("metric")
+    for col in ("mean", "p50", "p90", "p95", "p99", "max", "n"):
+        table.add_column(col, justify="right")
+    for label, block in blocks:
+        n = block.get("n")
+        table.add_row(label, *(_fmt_ms(block, c) for c in ("mean", "p50", "p90", "p95", "p99", "max")),
+                      str(n) if n is not None else NA)
+    return table
+
+
+def _scaled(value: Any, scale: float, fmt: str, unit: str) -> str:
+    v = _finite(value)
+    return NA if v is None else f"{v * scale:{fmt}} {unit}"
+
+
+def _telemetry_table(summaries: list[dict[str, Any]]) -> tuple[Table, list[str]]:
+    table = Table(title="telemetry (measured window)", title_justify="left")
+    table.add_column("device")
+    table.add_column("name")
+    for col in ("mean util", "peak util", "peak memory", "mean power", "energy"):
+        table.add_column(col, justify="right")
+    table.add_column("valid")
+    notes: list[str] = []
+    for d in summaries:
+        device = str(d.get("device", NA))
+        energy = _scaled(d.get("energy_j"), 1.0, ",.0f", "J")
+        if d.get("energy_method"):
+            energy += f" ({d['energy_method']})"
+        elif d.get("energy_reason"):
+            notes.append(f"{device}: energy — {d['energy_reason']}")
+        valid = "yes" if d.get("valid") else "no"
+        if not d.get("valid") and d.get("validity_reason"):
+            notes.append(f"{device}: not valid — {d['validity_reason']}")
+        unavailable = d.get("unavailable")
+        if isinstance(unavailable, dict):
+            notes.extend(f"{device}: {metric} unavailable — {why}" for metric, why in unavailable.items())
+        table.add_row(
+            Text(device), Text(str(d.get("name") or NA)),
+            _scaled(d.get("mean_util_ratio"), 100.0, ".1f", "%"),
+            _scaled(d.get("peak_util_ratio"), 100.0, ".1f", "%"),
+            _scaled(d.get("peak_memory_bytes"), 1 / 2**30, ",.2f", "GiB"),
+            _scaled(d.get("mean_power_w"), 1.0, ",.1f", "W"),
+            Text(energy), valid,
+        )
+    return table, notes
+
+
+def show(
+    run: Annotated[str, typer.Argument(help="Run id or unambiguous prefix (4+ characters).")],
+    db: DbOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Show one run: header, summary, latency, environment, telemetry, saved cost evaluations."""
+    from gpuledger.store.exchange import run_to_dict
+
+    with _open(db) as store:
+        info = store.get_run(run)
+        env_hash = store.env_hash(info.id)
+        costs = store.list_cost_evaluations(info.id)
+    if json_out:
+        print_json(run_to_dict(info) | {"env_hash": env_hash, "cost_evaluations": costs,
+                                        "output_tokens_per_s": output_rate(info)})
+        return
+    console.rule(f"run {info.id}", align="left")
+    console.print(_kv_table(_header_rows(info, env_hash)))
+    console.rule("summary", align="left")
+    console.print(_kv_table(_summary_rows(info)))
+    latency = _latency_table(info.summary)
+    if latency is not None:
+        console.print(latency)
+    if info.workload:
+        console.rule("workload", align="left")
+        rows: list[tuple[str, str]] = []
+        _flatten("", info.workload, rows)
+        console.print(_kv_table(rows))
+    console.rule("environment", align="left")
+    if info.environment:
+        rows = []
+        _flatten("", info.environment, rows)
+        console.print(_kv_table(rows))
+    else:
+        console.print(f"{NA} (no environment fingerprint stored)", markup=False)
+    console.rule("telemetry", align="left")
+    if info.telemetry_summary:
+        table, notes = _telemetry_table(info.telemetry_summary)
+        console.print(table)
+        for note in notes:
+            console.print(f"  {note}", markup=False)
+    else:
+        console.print(f"{NA} (no telemetry summary stored)", markup=False)
+    if costs:
+        console.rule("cost evaluations", align="left")
+        for c in costs:
+            console.print(f"  {c['created_at']}  profile {c['profile_name']}", markup=False)
+
+
+# ---- export -------------------------------------------------------------------------------------
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise InvalidInputError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
+def _csv_bytes(requests: list[RequestRecord]) -> bytes:
+    from gpuledger.store.exchange import CSV_COLUMNS, csv_rows
+
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for row in csv_rows(requests):
+        writer.writerow(["" if v is None else repr(v) if isinstance(v, float) else v for v in row])
+    return buf.getvalue().encode()
+
+
+def export(
+    run: Annotated[str, typer.Argument(help="Run id or unambiguous prefix.")],
+    fmt: Annotated[
+        ExportFormat,
+        typer.Option("--format", "-f", case_sensitive=False,
+                     help="json: the whole run (gpuledger import reads it); csv: one row per request."),
+    ] = ExportFormat.json,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write to FILE instead of stdout.")
+    ] = None,
+    db: DbOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Export a run: JSON document (to import elsewhere) or per-request CSV."""
+    with _open(db) as store, err_console.status("reading the run…"):
+        if fmt is ExportFormat.json:
+            doc = store.export_run(run)
+            run_id, n = doc["run"]["id"], len(doc["requests"])
+            data = orjson.dumps(doc, option=orjson.OPT_APPEND_NEWLINE)
+        else:
+            info = store.get_run(run)
+            reqs = store.get_requests(info.id)
+            run_id, n = info.id, len(reqs)
+            data = _csv_bytes(reqs)
+    if output is None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return
+    _write_atomic(output, data)
+    if json_out:
+        print_json({"run": run_id, "format": fmt.value, "path": str(output), "requests": n,
+                    "size_bytes": len(data)})
+    else:
+        console.print(f"exported run {run_id} ({n:,} requests, {fmt.value}) to {output}", markup=False)
+
+
+# ---- delete / import ----------------------------------------------------------------------------
+
+
+def delete(
+    run: Annotated[str, typer.Argument(help="Run id or unambiguous prefix.")],
+    db: DbOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Delete a run with its requests, telemetry and cost evaluations."""
+    with _open(db) as store:
+        info = store.get_run(run)
+        store.delete_run(info.id)
+    if json_out:
+        print_json({"deleted": info.id, "requests": info.num_requests})
+    else:
+        console.print(f"deleted run {info.id} ({info.num_requests:,} requests)", markup=False)
+
+
+def _read_document(file: str) -> Any:
+    if file == "-":
+        data = sys.stdin.buffer.read()
+    else:
+        path = Path(file)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise NotFoundError(f"no such file: {file}") from None
+        except OSError as exc:
+            raise InvalidInputError(f"cannot read {file}: {exc.strerror or exc}") from None
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidInputError(f"{file} is not valid JSON: {exc}") from None
+
+
+def import_(
+    file: Annotated[str, typer.Argument(help="A file written by `gpuledger export RUN` ('-' = stdin).")],
+    new_id: Annotated[
+        bool, typer.Option("--new-id", help="Give the run a fresh id (when its id is already in this store).")
+    ] = False,
+    db: DbOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Add a run exported elsewhere to this store (all or nothing)."""
+    doc = _read_document(file)
+    with _open(db) as store, err_console.status("importing…"):
+        run_id = store.import_run(doc, new_id=new_id)
+    n_req = len(doc.get("requests", [])) if isinstance(doc, dict) else 0
+    n_tel = len(doc.get("telemetry", [])) if isinstance(doc, dict) else 0
+    if json_out:
+        print_json({"imported": run_id, "requests": n_req, "telemetry_samples": n_tel})
+    else:
+        console.print(f"imported run {run_id} ({n_req:,} requests, {n_tel:,} telemetry samples) from {file}",
+                      markup=False)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to ``app``."""
-    del app
+    """Add ``runs``, ``show``, ``export``, ``delete`` and ``import``."""
+    app.command("runs")(runs)
+    app.command("show")(show)
+    app.command("export")(export)
+    app.command("delete")(delete)
+    app.command("import")(import_)

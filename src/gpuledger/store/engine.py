@@ -1,0 +1,207 @@
+"""Where the store lives and how to connect: URL resolution, engine set-up, error translation."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import URL, Connection, Engine
+
+from gpuledger.errors import GpuledgerError, StoreError
+from gpuledger.store.codec import json_dumps, json_loads
+
+DB_ENV = "GPULEDGER_DB"
+DATA_DIR_ENV = "GPULEDGER_DATA_DIR"
+DB_FILENAME = "gpuledger.sqlite"
+BUSY_TIMEOUT_S = 30.0
+PG_CONNECT_TIMEOUT_S = 10
+
+# Execution option that makes a SQLite transaction start with BEGIN IMMEDIATE (take the write lock
+# up front, waiting up to BUSY_TIMEOUT_S, instead of failing when a read turns into a write).
+WRITE = "gpuledger_write"
+
+_SCHEMES = {
+    "sqlite": "sqlite",
+    "sqlite+pysqlite": "sqlite",
+    "postgresql": "postgresql+psycopg",
+    "postgres": "postgresql+psycopg",
+    "postgresql+psycopg": "postgresql+psycopg",
+}
+
+
+def data_dir() -> Path:
+    """``$GPULEDGER_DATA_DIR``, else the platform's user data directory for gpuledger."""
+    override = os.environ.get(DATA_DIR_ENV)
+    return Path(override) if override else Path(platformdirs.user_data_dir("gpuledger"))
+
+
+def default_db_url() -> str:
+    """The SQLite file in the user's data directory."""
+    return f"sqlite:///{data_dir() / DB_FILENAME}"
+
+
+def safe_url(url: URL) -> str:
+    """The URL with any password masked, for messages."""
+    return url.render_as_string(hide_password=True)
+
+
+def resolve_url(url: str | None) -> tuple[URL, bool]:
+    """``url`` > ``$GPULEDGER_DB`` > the default; returns the parsed URL and whether it is the default.
+
+    ``postgresql://`` and ``postgres://`` mean psycopg 3. Anything else than SQLite or PostgreSQL is a
+    StoreError.
+    """
+    text = (url or "").strip() or os.environ.get(DB_ENV, "").strip()
+    is_default = not text
+    if is_default:
+        text = default_db_url()
+    if "://" not in text:
+        raise StoreError(
+            f"not a store URL: {text!r}",
+            hint="use sqlite:///ABSOLUTE/PATH.sqlite or postgresql+psycopg://USER@HOST:PORT/DB",
+        )
+    try:
+        parsed = sa.make_url(text)
+    except sa_exc.ArgumentError as exc:
+        raise StoreError(f"not a store URL: {text.split('://')[0]}://… ({exc})") from exc
+    driver = _SCHEMES.get(parsed.drivername)
+    if driver is None:
+        raise StoreError(
+            f"unsupported store URL scheme {parsed.drivername!r} in {safe_url(parsed)}",
+            hint="gpuledger stores results in SQLite (sqlite:///PATH) or PostgreSQL "
+            "(postgresql+psycopg://USER@HOST:PORT/DB)",
+        )
+    return parsed.set(drivername=driver), is_default
+
+
+def _sqlite_path(url: URL) -> Path | None:
+    """The file of a SQLite URL, or None for in-memory and ``file:`` URI databases."""
+    database = url.database or ""
+    if database in ("", ":memory:") or database.startswith("file:"):
+        return None
+    return Path(database)
+
+
+def prepare_location(url: URL, is_default: bool) -> None:
+    """Check a SQLite file's directory; create it only for the default location."""
+    path = _sqlite_path(url)
+    if path is None:
+        return
+    if path.is_dir():
+        raise StoreError(f"store path {path} is a directory, not a SQLite file")
+    parent = path.parent
+    if not parent.is_dir():
+        if not is_default:
+            raise StoreError(
+                f"cannot open store {safe_url(url)}: directory {parent} does not exist",
+                hint="create the directory first, or point --db elsewhere",
+            )
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the store directory {parent}: {exc.strerror}") from exc
+
+
+def make_engine(url: URL) -> Engine:
+    """An engine with the project's JSON serialiser; SQLite in WAL mode with explicit transactions."""
+    common: dict[str, Any] = {"json_serializer": json_dumps, "json_deserializer": json_loads}
+    if url.get_backend_name() == "sqlite":
+        engine = sa.create_engine(
+            url, connect_args={"timeout": BUSY_TIMEOUT_S, "check_same_thread": False}, **common
+        )
+        event.listen(engine, "connect", _sqlite_on_connect)
+        event.listen(engine, "begin", _sqlite_on_begin)
+        return engine
+    return sa.create_engine(
+        url, connect_args={"connect_timeout": PG_CONNECT_TIMEOUT_S}, pool_pre_ping=True, **common
+    )
+
+
+def _sqlite_on_connect(dbapi_conn: Any, _record: Any) -> None:
+    # Take transaction control away from the sqlite3 module: _sqlite_on_begin emits BEGIN itself.
+    dbapi_conn.isolation_level = None
+    cur = dbapi_conn.cursor()
+    try:
+        cur.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        cur.execute("PRAGMA foreign_keys = ON")
+        mode = cur.execute("PRAGMA journal_mode").fetchone()[0]
+        if mode not in ("wal", "memory"):
+            cur.execute("PRAGMA journal_mode = WAL")
+        cur.execute("PRAGMA synchronous = NORMAL")
+    finally:
+        cur.close()
+
+
+def _sqlite_on_begin(conn: Connection) -> None:
+    immediate = conn.get_execution_options().get(WRITE, False)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+_HINTS: tuple[tuple[str, str, str | None], ...] = (
+    # (regex on the driver's message, lower-cased; what we say ("" = the message itself); hint)
+    ("file is not a database", "not a SQLite database (file is not a database)",
+     "the file is corrupt or is not a gpuledger store; restore a backup or point --db elsewhere"),
+    ("readonly database", "the store is read-only (attempt to write a readonly database)",
+     "check the file's and its directory's permissions, or point --db at a writable store"),
+    ("read-only transaction", "the database is read-only (cannot write in a read-only transaction)",
+     "the server or database is set read-only; point --db at a writable store"),
+    ("permission denied for", "", "the database user may not write here; use a user with write access"),
+    ("unable to open database file", "cannot open the database file",
+     "check that the file and its directory exist and are readable and writable"),
+    ("database is locked", f"the database stayed locked by another process for {BUSY_TIMEOUT_S:.0f} s",
+     None),
+    (r"disk i/o error", "disk I/O error", None),
+    ("database disk image is malformed", "the SQLite file is corrupt (database disk image is malformed)",
+     "restore a backup or point --db elsewhere"),
+    ("password authentication failed", "password authentication failed",
+     "check the user and password in the URL (or PGPASSWORD / ~/.pgpass)"),
+    ("no password supplied", "the server wants a password and none was given",
+     "put it in the URL (postgresql+psycopg://USER:PASSWORD@HOST/DB) or in PGPASSWORD / ~/.pgpass"),
+    ("connection refused", "connection refused",
+     "is the PostgreSQL server running and listening on that host and port?"),
+    ("timeout expired", "connection timed out", "is the host reachable and the port right?"),
+    ("could not translate host name", "unknown host", "check the host name in the URL"),
+    ("name or service not known", "unknown host", "check the host name in the URL"),
+    (r'database ".*" does not exist', "", "create it first (createdb NAME), or fix the name in the URL"),
+    (r'role ".*" does not exist', "", "check the user name in the URL"),
+)
+
+
+def describe(exc: sa_exc.SQLAlchemyError) -> tuple[str, str | None]:
+    """One line saying what went wrong, and a hint."""
+    orig = getattr(exc, "orig", None)
+    raw = str(orig) if orig is not None else str(exc)
+    line = " ".join(part.strip() for part in raw.strip().splitlines() if part.strip()) or type(exc).__name__
+    lowered = line.lower()
+    for pattern, said, hint in _HINTS:
+        if re.search(pattern, lowered):
+            return (said or _strip_pg_noise(line)), hint
+    return _strip_pg_noise(line), None
+
+
+def _strip_pg_noise(line: str) -> str:
+    # psycopg: 'connection failed: connection to server at "h" (ip), port p failed: FATAL:  msg'
+    if "FATAL:" in line:
+        line = line.split("FATAL:", 1)[1].strip()
+    return line
+
+
+@contextmanager
+def translate_errors(what: str, url: URL, doing: str = "") -> Iterator[None]:
+    """Turn a database error into a StoreError: ``<what> <url>[ while <doing>]: <reason>``."""
+    try:
+        yield
+    except GpuledgerError:
+        raise
+    except sa_exc.SQLAlchemyError as exc:
+        reason, hint = describe(exc)
+        during = f" while {doing}" if doing else ""
+        raise StoreError(f"{what} {safe_url(url)}{during}: {reason}", hint=hint) from exc

@@ -1,0 +1,417 @@
+"""The ``Store``: the one way gpuledger reads and writes results (docs/contracts.md "Store")."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import URL, Connection, Engine
+
+from gpuledger.errors import InvalidInputError, NotFoundError, StoreError
+from gpuledger.records import DoctorRunRecord, RequestRecord, RunInfo, RunStatus, TelemetrySample
+from gpuledger.store import exchange
+from gpuledger.store.engine import (
+    WRITE,
+    make_engine,
+    prepare_location,
+    resolve_url,
+    safe_url,
+    translate_errors,
+)
+from gpuledger.store.ids import MIN_PREFIX, check_run_id, new_run_id
+from gpuledger.store.liveness import Writer, current_writer, writer_alive
+from gpuledger.store.migrate import ensure_schema
+from gpuledger.store.models import cost_evaluations, doctor_runs, requests, runs, telemetry
+
+_ID_ATTEMPTS = 8
+_AMBIGUOUS_SHOWN = 10
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _writer_values(writer: Writer) -> dict[str, Any]:
+    return {
+        "writer_host": writer.host,
+        "writer_pid": writer.pid,
+        "writer_pidns": writer.pidns,
+        "writer_started": writer.started,
+    }
+
+
+_NO_WRITER: dict[str, Any] = dict.fromkeys(("writer_host", "writer_pid", "writer_pidns", "writer_started"))
+
+
+def open_store(url: str | None = None) -> Store:
+    """Open (creating and migrating as needed) the store at ``url``, ``$GPULEDGER_DB`` or the default.
+
+    Raises StoreError with one line when the store cannot be used; the store is not modified then.
+    """
+    parsed, is_default = resolve_url(url)
+    prepare_location(parsed, is_default)
+    with translate_errors("cannot open store", parsed):
+        engine = make_engine(parsed)
+    try:
+        ensure_schema(engine, parsed)
+    except BaseException:
+        engine.dispose()
+        raise
+    return Store(engine, parsed)
+
+
+class Store:
+    """Runs, their requests and telemetry, doctor runs and cost evaluations, in SQLite or PostgreSQL.
+
+    Every method is one transaction: it commits before returning, or changes nothing and raises.
+    Run ids given by a user may be unambiguous prefixes (``get_run``, ``get_requests``,
+    ``get_telemetry``, ``export_run``, ``delete_run``); write methods take the exact id.
+    """
+
+    def __init__(self, engine: Engine, url: URL) -> None:
+        self._engine: Engine | None = engine
+        self._url = url
+
+    # ---- plumbing --------------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """The store's URL, password masked."""
+        return safe_url(self._url)
+
+    @property
+    def backend(self) -> str:
+        """``"sqlite"`` or ``"postgresql"``."""
+        return self._url.get_backend_name()
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    @contextmanager
+    def _tx(self, what: str, *, write: bool = False) -> Iterator[Connection]:
+        if self._engine is None:
+            raise StoreError(f"store {self.url} is closed")
+        problem = "cannot write to store" if write else "cannot read from store"
+        with translate_errors(problem, self._url, what), self._engine.connect() as conn:
+            if write:
+                conn.execution_options(**{WRITE: True})
+            with conn.begin():
+                yield conn
+
+    def _resolve(self, conn: Connection, id_or_prefix: str) -> str:
+        key = id_or_prefix.strip().lower()
+        if not key:
+            raise NotFoundError("no run id given")
+        exact = conn.execute(sa.select(runs.c.id).where(runs.c.id == key)).scalar_one_or_none()
+        if exact is not None:
+            return str(exact)
+        hint = "`gpuledger runs` lists the runs in this store"
+        if len(key) < MIN_PREFIX:
+            raise NotFoundError(
+                f"no run {key!r} in {self.url} (a prefix needs at least {MIN_PREFIX} characters)", hint=hint
+            )
+        found = conn.execute(
+            sa.select(runs.c.id)
+            .where(runs.c.id.startswith(key, autoescape=True))
+            .order_by(runs.c.id)
+            .limit(_AMBIGUOUS_SHOWN + 1)
+        ).scalars().all()
+        if not found:
+            raise NotFoundError(f"no run {key!r} in {self.url}", hint=hint)
+        if len(found) > 1:
+            shown = ", ".join(found[:_AMBIGUOUS_SHOWN]) + (", …" if len(found) > _AMBIGUOUS_SHOWN else "")
+            raise NotFoundError(
+                f"run id prefix {key!r} is ambiguous: {shown}", hint="type more characters of the id"
+            )
+        return str(found[0])
+
+    def _touch(self, conn: Connection, run_id: str, **values: Any) -> None:
+        """Refresh the run's heartbeat (and set ``values``); NotFoundError for an unknown id."""
+        result = conn.execute(
+            sa.update(runs).where(runs.c.id == run_id).values(updated_at=_now(), **values)
+        )
+        if result.rowcount == 0:
+            raise NotFoundError(f"no run {run_id!r} in {self.url}")
+
+    def _status_of(self, row: sa.Row[Any], now: datetime) -> RunStatus:
+        status: RunStatus = row.status
+        if status != "running":
+            return status
+        writer = None
+        if row.writer_host is not None and row.writer_pid is not None:
+            writer = Writer(row.writer_host, row.writer_pid, row.writer_pidns, row.writer_started)
+        return "running" if writer_alive(writer, row.updated_at, now) else "incomplete"
+
+    def _run_from_row(self, row: sa.Row[Any], now: datetime) -> RunInfo:
+        return exchange.run_from_row(row, self._status_of(row, now))
+
+    # ---- runs ------------------------------------------------------------------------------------
+
+    def create_run(self, info: RunInfo) -> str:
+        """Store a new run; returns its id (a new short id when ``info.id`` is empty).
+
+        The calling process is recorded as the run's writer: while ``status`` is ``running``, the run
+        reads as ``incomplete`` once that process is gone.
+        """
+        given = check_run_id(info.id.strip().lower()) if info.id.strip() else None
+        values = exchange.run_values(info)
+        exchange.check_run_fields({k: values[k] for k in exchange.RUN_FIELDS if k != "id"}
+                                  | {"created_at": info.created_at or _now()})
+        now = _now()
+        values.update(created_at=info.created_at or now, updated_at=now, **_writer_values(current_writer()))
+        for _ in range(_ID_ATTEMPTS):
+            run_id = given or new_run_id()
+            try:
+                with self._tx("creating a run", write=True) as conn:
+                    conn.execute(sa.insert(runs).values(**(values | {"id": run_id})))
+                return run_id
+            except StoreError as exc:
+                if not isinstance(exc.__cause__, sa_exc.IntegrityError) or not self._exists(run_id):
+                    raise
+                if given is not None:
+                    raise InvalidInputError(f"a run with id {given!r} already exists in {self.url}") from None
+        raise StoreError(f"could not find an unused run id in {self.url} after {_ID_ATTEMPTS} tries")
+
+    def update_run(self, run_id: str, **fields: Any) -> None:
+        """Set any RunInfo fields but ``id``. Setting ``status="running"`` makes this process the writer."""
+        exchange.check_run_fields(fields)
+        values = dict(fields)
+        if "environment" in fields:
+            values["env_hash"] = exchange.env_hash(fields["environment"])
+        if fields.get("status") == "running":
+            values.update(_writer_values(current_writer()))
+        with self._tx("updating a run", write=True) as conn:
+            self._touch(conn, run_id, **values)
+
+    def heartbeat(self, run_id: str) -> None:
+        """Tell readers on other hosts this run's writer is alive (every write does this too)."""
+        with self._tx("updating a run", write=True) as conn:
+            self._touch(conn, run_id)
+
+    def mark_incomplete(self, run_id: str) -> None:
+        """Interrupted (Ctrl-C, SIGTERM): a ``running`` run becomes ``incomplete``; others keep status."""
+        with self._tx("marking a run incomplete", write=True) as conn:
+            self._touch(conn, run_id)
+            conn.execute(
+                sa.update(runs)
+                .where(runs.c.id == run_id, runs.c.status == "running")
+                .values(status="incomplete", finished_at=sa.func.coalesce(runs.c.finished_at, _now()))
+            )
+
+    def get_run(self, id_or_prefix: str) -> RunInfo:
+        with self._tx("reading a run") as conn:
+            run_id = self._resolve(conn, id_or_prefix)
+            row = conn.execute(sa.select(runs).where(runs.c.id == run_id)).one()
+        return self._run_from_row(row, _now())
+
+    def list_runs(
+        self, label: str | None = None, since: datetime | None = None, limit: int | None = None
+    ) -> list[RunInfo]:
+        """Runs, newest first; ``since`` compares with ``created_at`` (a naive datetime is local time)."""
+        query = sa.select(runs).order_by(runs.c.created_at.desc(), runs.c.id)
+        if label is not None:
+            query = query.where(runs.c.label == label)
+        if since is not None:
+            query = query.where(runs.c.created_at >= since)
+        if limit is not None:
+            query = query.limit(limit)
+        with self._tx("listing runs") as conn:
+            rows = conn.execute(query).all()
+        now = _now()
+        return [self._run_from_row(row, now) for row in rows]
+
+    def env_hash(self, id_or_prefix: str) -> str | None:
+        """The run's environment fingerprint hash (indexed, to find runs on the same stack)."""
+        with self._tx("reading a run") as conn:
+            run_id = self._resolve(conn, id_or_prefix)
+            value = conn.execute(sa.select(runs.c.env_hash).where(runs.c.id == run_id)).scalar_one()
+        return None if value is None else str(value)
+
+    def delete_run(self, id_or_prefix: str) -> str:
+        """Delete a run and everything stored with it; returns its id."""
+        with self._tx("deleting a run", write=True) as conn:
+            run_id = self._resolve(conn, id_or_prefix)
+            for table in (requests, telemetry, cost_evaluations):
+                conn.execute(sa.delete(table).where(table.c.run_id == run_id))
+            conn.execute(sa.delete(runs).where(runs.c.id == run_id))
+        return run_id
+
+    # ---- requests and telemetry -------------------------------------------------------------------
+
+    def add_requests(self, run_id: str, records: Iterable[RequestRecord]) -> None:
+        """Append requests to a run in one transaction, committed before returning."""
+        rows = [exchange.request_values(run_id, r) for r in records]
+        with self._tx("saving requests", write=True) as conn:
+            self._touch(conn, run_id, num_requests=runs.c.num_requests + len(rows))
+            if rows:
+                conn.execute(sa.insert(requests), rows)
+
+    def get_requests(self, id_or_prefix: str) -> list[RequestRecord]:
+        """A run's requests in index order (then insertion order)."""
+        columns = [requests.c[name] for name in exchange.REQUEST_COLUMNS]
+        with self._tx("reading requests") as conn:
+            run_id = self._resolve(conn, id_or_prefix)
+            rows = conn.execute(
+                sa.select(*columns).where(requests.c.run_id == run_id).order_by(requests.c.idx, requests.c.id)
+            ).all()
+        return [exchange.request_from_row(row) for row in rows]
+
+    def add_telemetry(self, run_id: str, samples: Iterable[TelemetrySample]) -> None:
+        rows = [exchange.telemetry_values(run_id, s) for s in samples]
+        with self._tx("saving telemetry", write=True) as conn:
+            self._touch(conn, run_id)
+            if rows:
+                conn.execute(sa.insert(telemetry), rows)
+
+    def get_telemetry(self, id_or_prefix: str) -> list[TelemetrySample]:
+        """A run's samples in time order (then insertion order)."""
+        cols = (telemetry.c.t, telemetry.c.device, telemetry.c.metric, telemetry.c.value, telemetry.c.source)
+        with self._tx("reading telemetry") as conn:
+            run_id = self._resolve(conn, id_or_prefix)
+            rows = conn.execute(
+                sa.select(*cols).where(telemetry.c.run_id == run_id).order_by(telemetry.c.t, telemetry.c.id)
+            ).all()
+        return [TelemetrySample(*row) for row in rows]
+
+    # ---- export / import --------------------------------------------------------------------------
+
+    def export_run(self, id_or_prefix: str) -> dict[str, Any]:
+        """The run, its requests and telemetry as one JSON-ready document (see ``exchange``)."""
+        with self._tx("exporting a run") as conn:
+            run_id = self._resolve(conn, id_or_prefix)
+            row = conn.execute(sa.select(runs).where(runs.c.id == run_id)).one()
+            req_rows = conn.execute(
+                sa.select(*[requests.c[n] for n in exchange.REQUEST_COLUMNS])
+                .where(requests.c.run_id == run_id)
+                .order_by(requests.c.idx, requests.c.id)
+            ).all()
+            tel_rows = conn.execute(
+                sa.select(telemetry.c.t, telemetry.c.device, telemetry.c.metric, telemetry.c.value,
+                          telemetry.c.source)
+                .where(telemetry.c.run_id == run_id)
+                .order_by(telemetry.c.t, telemetry.c.id)
+            ).all()
+        info = self._run_from_row(row, _now())
+        return exchange.export_document(
+            info,
+            (exchange.request_from_row(r) for r in req_rows),
+            (TelemetrySample(*r) for r in tel_rows),
+        )
+
+    def import_run(self, doc: Any, *, new_id: bool = False) -> str:
+        """Add an exported run to this store, keeping its id (or a fresh one with ``new_id``).
+
+        The document is validated in full first; the run is written in one transaction, so a bad
+        file or a clash leaves the store unchanged. A run exported while ``running`` arrives as
+        ``incomplete`` (its writer is not here to finish it).
+        """
+        info, reqs, samples = exchange.parse_document(doc)
+        if not new_id:
+            check_run_id(info.id)
+        if info.status == "running":
+            info.status = "incomplete"
+        now = _now()
+        base = exchange.run_values(info) | _NO_WRITER | {
+            "created_at": info.created_at or now,
+            "updated_at": now,
+            "num_requests": len(reqs),
+        }
+        for _ in range(_ID_ATTEMPTS):
+            run_id = new_run_id() if new_id else info.id
+            request_rows = [exchange.request_values(run_id, r) for r in reqs]
+            telemetry_rows = [exchange.telemetry_values(run_id, s) for s in samples]
+            try:
+                with self._tx("importing a run", write=True) as conn:
+                    conn.execute(sa.insert(runs).values(**(base | {"id": run_id})))
+                    if request_rows:
+                        conn.execute(sa.insert(requests), request_rows)
+                    if telemetry_rows:
+                        conn.execute(sa.insert(telemetry), telemetry_rows)
+                return run_id
+            except StoreError as exc:
+                if not isinstance(exc.__cause__, sa_exc.IntegrityError) or not self._exists(run_id):
+                    raise
+                if not new_id:
+                    raise InvalidInputError(
+                        f"run {run_id!r} is already in {self.url}; nothing was imported",
+                        hint="use --new-id to import it under a fresh id",
+                    ) from None
+        raise StoreError(f"could not find an unused run id in {self.url} after {_ID_ATTEMPTS} tries")
+
+    def _exists(self, run_id: str) -> bool:
+        with self._tx("reading a run") as conn:
+            return conn.execute(sa.select(runs.c.id).where(runs.c.id == run_id)).first() is not None
+
+    # ---- doctor runs and cost evaluations ----------------------------------------------------------
+
+    def add_doctor_run(self, rec: DoctorRunRecord) -> int:
+        """Store a doctor run; returns its id."""
+        with self._tx("saving a doctor run", write=True) as conn:
+            result = conn.execute(
+                sa.insert(doctor_runs).values(
+                    machine=rec.machine, created_at=rec.created_at, errors=rec.errors,
+                    warnings=rec.warnings, findings=rec.findings, facts=rec.facts,
+                )
+            )
+            key = result.inserted_primary_key
+            assert key is not None
+        return int(key[0])
+
+    def list_doctor_runs(self, machine: str | None = None) -> list[DoctorRunRecord]:
+        """Doctor runs, oldest first (optionally of one machine)."""
+        query = sa.select(doctor_runs).order_by(doctor_runs.c.created_at, doctor_runs.c.id)
+        if machine is not None:
+            query = query.where(doctor_runs.c.machine == machine)
+        with self._tx("listing doctor runs") as conn:
+            rows = conn.execute(query).all()
+        return [
+            DoctorRunRecord(
+                machine=r.machine, created_at=r.created_at, errors=r.errors, warnings=r.warnings,
+                findings=r.findings, facts=r.facts, id=r.id,
+            )
+            for r in rows
+        ]
+
+    def save_cost_evaluation(
+        self, run_id: str, profile_name: str, profile: dict[str, Any], result: dict[str, Any]
+    ) -> None:
+        """Keep the cost profile used for a run and what it gave (several per run are fine)."""
+        with self._tx("saving a cost evaluation", write=True) as conn:
+            if conn.execute(sa.select(runs.c.id).where(runs.c.id == run_id)).first() is None:
+                raise NotFoundError(f"no run {run_id!r} in {self.url}")
+            conn.execute(
+                sa.insert(cost_evaluations).values(
+                    run_id=run_id, profile_name=profile_name, profile=profile, result=result,
+                    created_at=_now(),
+                )
+            )
+
+    def list_cost_evaluations(self, id_or_prefix: str) -> list[dict[str, Any]]:
+        """A run's saved cost evaluations, oldest first: ``{profile_name, profile, result, created_at}``."""
+        with self._tx("reading cost evaluations") as conn:
+            run_id = self._resolve(conn, id_or_prefix)
+            rows = conn.execute(
+                sa.select(cost_evaluations)
+                .where(cost_evaluations.c.run_id == run_id)
+                .order_by(cost_evaluations.c.created_at, cost_evaluations.c.id)
+            ).all()
+        return [
+            {"profile_name": r.profile_name, "profile": r.profile, "result": r.result,
+             "created_at": r.created_at.isoformat()}
+            for r in rows
+        ]
