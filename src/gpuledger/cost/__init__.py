@@ -1,0 +1,49 @@
+"""Cost model: profiles, hourly cost, cost of a run, comparison, estimate. Pure functions over stored data.
+
+``load_profile(name_or_path)``, ``default_profile_for(run)``, ``cost_of_run(run, profile)`` -> ``RunCost``,
+``compare(runs_costs)`` -> ``Comparison``, ``hourly_cost(profile, power_w)`` -> ``HourlyCost``,
+``estimate_run(run, gpu_name)`` -> ``Estimate``. Formulas: docs/cost.md.
+"""
+
+from gpuledger.cost.compare import BreakEven, Comparison, PairComparison, SensitivityRow, compare, ratio_of
+from gpuledger.cost.estimate import Estimate, estimate_run
+from gpuledger.cost.model import (
+    CostInputs,
+    Evaluation,
+    HourlyCost,
+    PowerResolution,
+    RunCost,
+    cost_of_run,
+    evaluate,
+    hourly_cost,
+    money_prefix,
+)
+from gpuledger.cost.presets import builtin_presets, cpu_defaults, default_profile_for, load_profile
+from gpuledger.cost.profile import HOURS_PER_MONTH, CostProfile, profile_from_text
+
+__all__ = [
+    "HOURS_PER_MONTH",
+    "BreakEven",
+    "Comparison",
+    "CostInputs",
+    "CostProfile",
+    "Estimate",
+    "Evaluation",
+    "HourlyCost",
+    "PairComparison",
+    "PowerResolution",
+    "RunCost",
+    "SensitivityRow",
+    "builtin_presets",
+    "compare",
+    "cost_of_run",
+    "cpu_defaults",
+    "default_profile_for",
+    "estimate_run",
+    "evaluate",
+    "hourly_cost",
+    "load_profile",
+    "money_prefix",
+    "profile_from_text",
+    "ratio_of",
+]

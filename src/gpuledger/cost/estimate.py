@@ -1,0 +1,270 @@
+"""What-if for hardware you don't own: a measured run scaled to a catalog GPU with a roofline model.
+
+Always an ESTIMATE. The run's throughput is carried to the target by
+``speedup = 1 / (p x F_src/F_dst + (1 - p) x B_src/B_dst)`` (``p`` = prefill share of the time, ``F`` peak
+dense FLOP/s at the run's dtype, ``B`` peak memory bandwidth), i.e. at the MBU/MFU measured on the real run.
+Power on the target = the target's TDP x the fraction of TDP the source drew (when measured), else its TDP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from gpuledger.catalog import (
+    Catalog,
+    GpuSpec,
+    RooflineScale,
+    decode_bytes_per_step,
+    forward_flops_per_token,
+    load_catalog,
+    normalise_dtype,
+    peak_bandwidth,
+    peak_compute,
+    roofline_scale,
+)
+from gpuledger.catalog.roofline import TB
+from gpuledger.cost.model import PowerResolution, RunCost, cost_of_run, prefill_share_of
+from gpuledger.cost.presets import gpu_default_profile
+from gpuledger.cost.profile import CostProfile
+from gpuledger.cost.runview import DeviceView, gpu_devices, summary_number
+from gpuledger.errors import InvalidInputError, NotFoundError
+from gpuledger.records import DoctorRunRecord, RunInfo
+
+_RATE_KEYS = (
+    "output_tokens_per_s",
+    "input_tokens_per_s",
+    "total_tokens_per_s",
+    "requests_per_s",
+    "goodput_requests_per_s",
+)
+_PARAM_KEYS = ("num_parameters", "param_count", "parameters", "model_parameters", "n_params")
+_CONCURRENCY_KEYS = ("concurrency", "max_concurrency", "batch_size", "num_concurrent")
+
+
+def _lookup(run: RunInfo, keys: Sequence[str]) -> float | None:
+    for where in (run.config, run.workload, run.server):
+        if not isinstance(where, Mapping):
+            continue
+        for key in keys:
+            value = where.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+                return float(value)
+    return None
+
+
+def run_dtype(run: RunInfo) -> str | None:
+    for where in (run.config, run.workload, run.server):
+        if isinstance(where, Mapping):
+            for key in ("dtype", "torch_dtype", "quantization", "precision"):
+                value = where.get(key)
+                if isinstance(value, str) and normalise_dtype(value):
+                    return value
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    run: RunInfo
+    source: GpuSpec
+    target: GpuSpec
+    scale: RooflineScale
+    cost: RunCost
+    scaled_summary: dict[str, Any]
+    efficiency: dict[str, Any]
+    assumptions: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "estimate": True,
+            "label": "ESTIMATE from a roofline model, not a measurement",
+            "run_id": self.run.id,
+            "source_gpu": {"key": self.source.key, "name": self.source.name},
+            "target_gpu": {"key": self.target.key, "name": self.target.name},
+            "roofline": self.scale.to_dict(),
+            "estimated_throughput": {k: self.scaled_summary.get(k) for k in (*_RATE_KEYS, "window_s")},
+            "measured_throughput": {k: self.run.summary.get(k) for k in _RATE_KEYS},
+            "efficiency": self.efficiency,
+            "cost": self.cost.to_dict(),
+            "assumptions": self.assumptions,
+            "warnings": self.warnings,
+        }
+
+
+def _efficiency(run: RunInfo, spec: GpuSpec, n: int, dtype: str | None) -> dict[str, Any]:
+    """MBU/MFU of the measured run on its GPU, when the run records the model's parameter count."""
+    params = _lookup(run, _PARAM_KEYS)
+    if params is None:
+        return {
+            "mfu": None,
+            "mbu": None,
+            "reason": "the run does not record the model's parameter count (config num_parameters)",
+        }
+    total_tps = summary_number(run, "total_tokens_per_s") or (
+        (summary_number(run, "output_tokens_per_s") or 0.0)
+        + (summary_number(run, "input_tokens_per_s") or 0.0)
+    )
+    peak_f, basis = peak_compute(spec, dtype)
+    out: dict[str, Any] = {
+        "num_parameters": params,
+        "dtype": dtype,
+        "devices": n,
+        "method": "approximation: 2 FLOPs per parameter per token; a decode step reads "
+        "all weights once (KV cache reads not counted)",
+    }
+    if peak_f.value is not None:
+        out["mfu"] = forward_flops_per_token(params) * total_tps / (n * peak_f.value * TB)
+        out["mfu_peak"] = basis
+    concurrency = _lookup(run, _CONCURRENCY_KEYS)
+    bw = peak_bandwidth(spec)
+    out_tps = summary_number(run, "output_tokens_per_s") or 0.0
+    if concurrency and bw.value is not None:
+        steps_per_s = out_tps / concurrency
+        out["mbu"] = decode_bytes_per_step(params, dtype) * steps_per_s / (n * bw.value * TB)
+        out["mbu_steps_per_s"] = steps_per_s
+    else:
+        out["mbu"] = None
+        out["mbu_reason"] = "the run does not record its concurrency (decode steps/s unknown)"
+    return out
+
+
+def _target_power(used: list[DeviceView], source: GpuSpec, target: GpuSpec, n: int) -> PowerResolution:
+    tdp_t = target.device_figure("tdp_w")
+    if tdp_t.value is None:
+        raise InvalidInputError(
+            f"estimate: {target.name} has no TDP in the catalog ({tdp_t.reason})",
+            hint="set power_w in the cost profile",
+        )
+    tdp_s = source.device_figure("tdp_w")
+    measured = [d.mean_power_w for d in used if d.mean_power_w is not None and d.power_valid]
+    if measured and tdp_s.value is not None and len(measured) == len(used):
+        fraction = sum(measured) / len(measured) / tdp_s.value
+        per = tdp_t.value * fraction
+        source_txt = (
+            f"estimate: target TDP {tdp_t.value:g} W x {fraction:.0%} (the fraction of TDP the run "
+            f"drew on {source.name}: {sum(measured) / len(measured):.0f} W of {tdp_s.value:g} W)"
+        )
+    else:
+        per = tdp_t.value
+        source_txt = f"estimate: catalog TDP of {target.name} (the run's power was not measured)"
+    return PowerResolution(
+        per * n,
+        per * n,
+        source_txt,
+        True,
+        False,
+        [{"device": f"{target.key}:{i}", "name": target.name, "power_w": per} for i in range(n)],
+        [],
+    )
+
+
+def estimate_run(
+    run: RunInfo,
+    target: str | GpuSpec,
+    profile: CostProfile | None = None,
+    *,
+    catalog: Catalog | None = None,
+    prefill_share: float | None = None,
+    doctor_records: Sequence[DoctorRunRecord] | None = None,
+) -> Estimate:
+    """Scale ``run`` to the ``target`` GPU (same device count) and price it with ``profile`` (default: the
+    target's catalog preset). NotFoundError for an unknown target or a source GPU not in the catalog."""
+    cat = catalog if catalog is not None else load_catalog()
+    tgt = cat.resolve(target) if isinstance(target, str) else target
+    used, _ = gpu_devices(run)
+    if not used:
+        raise InvalidInputError(
+            f"estimate needs a run measured on a GPU the catalog knows; run {run.id} has no GPU telemetry "
+            "(CPU-only or not recorded)"
+        )
+    src = cat.find(used[0].name)
+    if src is None:
+        raise NotFoundError(
+            f"run {run.id} ran on {used[0].name!r}, which is not in the GPU catalog: its peak "
+            "figures are needed to carry the measured efficiency",
+            hint="add the GPU to your catalog file (docs/cost.md)",
+        )
+    assumptions: list[str] = []
+    if prefill_share is None:
+        share, how = prefill_share_of(run)
+        if share is None:
+            share = 0.0
+            assumptions.append(
+                f"prefill share unknown ({how}): the run is treated as decode-only (bandwidth ratio)"
+            )
+        else:
+            assumptions.append(f"prefill share of the time = {share:.1%} ({how})")
+    else:
+        share = prefill_share
+        assumptions.append(f"prefill share of the time = {share:.1%} (given)")
+    dtype = run_dtype(run)
+    scale = roofline_scale(src, tgt, share, dtype)
+    assumptions.extend(scale.assumptions)
+    n = len(used)
+
+    summary = dict(run.summary)
+    for key in _RATE_KEYS:
+        value = summary.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            summary[key] = value * scale.speedup
+    window = summary.get("window_s")
+    if isinstance(window, int | float) and window:
+        summary["window_s"] = window / scale.speedup
+    ttft, e2e = summary.get("ttft_ms"), summary.get("e2e_ms")
+    if (
+        isinstance(ttft, Mapping)
+        and isinstance(e2e, Mapping)
+        and isinstance(ttft.get("mean"), int | float)
+        and isinstance(e2e.get("mean"), int | float)
+    ):
+        summary["ttft_ms"] = {"mean": float(ttft["mean"]) / scale.compute_ratio}
+        summary["e2e_ms"] = {"mean": float(e2e["mean"]) / scale.speedup}
+    telemetry = [
+        {
+            "device": f"{tgt.vendor}:{i}",
+            "vendor": tgt.vendor,
+            "name": tgt.name,
+            "mean_power_w": None,
+            "energy_j": None,
+            "peak_util_ratio": None,
+        }
+        for i in range(n)
+    ]
+    synthetic = replace(
+        run,
+        id=f"{run.id}@{tgt.key}",
+        label=f"estimate of {run.label or run.id} on {tgt.name}",
+        summary=summary,
+        telemetry_summary=telemetry,
+    )
+    prof = profile if profile is not None else gpu_default_profile(tgt)
+    power = _target_power(used, src, tgt, prof.gpu_count or n)
+    cost = cost_of_run(synthetic, prof, catalog=cat, doctor_records=doctor_records, power=power)
+    warnings = [
+        f"ESTIMATE: {src.name} -> {tgt.name} by a roofline model (x{scale.speedup:.3g} throughput); "
+        "measure on the real hardware before buying"
+    ]
+    mem = tgt.device_figure("memory_gb")
+    peaks = [d.peak_memory_bytes for d in used if d.peak_memory_bytes]
+    if peaks and mem.value is not None and max(peaks) > mem.value * 1e9:
+        warnings.append(
+            f"the run peaked at {max(peaks) / 1e9:.1f} GB on one device; {tgt.name} has "
+            f"{mem.value:g} GB per device: the model may not fit"
+        )
+    if dtype and normalise_dtype(dtype) == "fp8" and not tgt.figure("fp8_tflops").available:
+        warnings.append(
+            f"the run used FP8 but {tgt.name} has no FP8: it would run at 16-bit (more memory, other speed)"
+        )
+    return Estimate(
+        run,
+        src,
+        tgt,
+        scale,
+        cost,
+        summary,
+        _efficiency(run, src, n, dtype),
+        assumptions,
+        warnings + cost.warnings,
+    )

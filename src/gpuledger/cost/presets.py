@@ -1,0 +1,284 @@
+"""Built-in cost presets (derived from the GPU catalog + ``data/cost_presets.yaml``), loading a profile by
+name or file, and choosing a default profile for a run."""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gpuledger.catalog import Catalog, GpuSpec, load_catalog
+from gpuledger.catalog.catalog import parse_yaml_mapping, validation_message
+from gpuledger.catalog.model import Confidence, Figure, Segment, SourceIn
+from gpuledger.cost.profile import CostProfile, parse_profile, read_profile_file
+from gpuledger.cost.runview import cpu_device, cpu_threads, gpu_devices
+from gpuledger.errors import InvalidInputError, NotFoundError
+from gpuledger.records import RunInfo
+
+PRESETS_NAME = "cost_presets.yaml"
+MAX_EXTENDS_DEPTH = 5
+
+
+class PresetFigure(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    value: float = Field(ge=0)
+    source: str
+    confidence: Confidence = "published"
+    note: str | None = None
+
+
+class CpuDefaults(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tdp_w_per_thread: PresetFigure
+    power_fraction_of_tdp: PresetFigure
+    rental_per_vcpu_hour: PresetFigure
+
+
+class PresetsFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    format: Literal["gpuledger-cost-presets"]
+    version: Literal[1]
+    sources: dict[str, SourceIn]
+    ownership: dict[Segment, dict[str, PresetFigure]]
+    rental: dict[str, PresetFigure]
+    cpu: CpuDefaults
+    profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+@functools.lru_cache(maxsize=1)
+def presets_file() -> PresetsFile:
+    text = resources.files("gpuledger").joinpath("data", PRESETS_NAME).read_text(encoding="utf-8")
+    where = f"built-in {PRESETS_NAME}"
+    try:
+        doc = PresetsFile.model_validate(parse_yaml_mapping(text, where))
+    except ValidationError as exc:
+        raise InvalidInputError(validation_message(exc, where)) from exc
+    return doc
+
+
+def provenance(fig: PresetFigure, doc: PresetsFile) -> str:
+    """``"Uptime Institute ... (2024)"`` (+ ``", estimate"``, ``"; note"``)."""
+    src = doc.sources.get(fig.source)
+    if src is None:
+        raise InvalidInputError(f"built-in {PRESETS_NAME}: unknown source {fig.source!r}")
+    text = f"{src.title.strip()} ({src.date})"
+    if fig.confidence == "estimate":
+        text += ", estimate"
+    if fig.note:
+        text += f"; {fig.note}"
+    return text
+
+
+def catalog_provenance(fig: Figure) -> str:
+    text = f"catalog: {fig.provenance()}"
+    if fig.note:
+        text += f"; {fig.note}"
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class CpuPowerDefaults:
+    tdp_w_per_thread: float
+    power_fraction_of_tdp: float
+    rental_per_vcpu_hour: float
+    tdp_source: str
+    fraction_source: str
+    rental_source: str
+
+
+def cpu_defaults() -> CpuPowerDefaults:
+    doc = presets_file()
+    c = doc.cpu
+    return CpuPowerDefaults(
+        c.tdp_w_per_thread.value,
+        c.power_fraction_of_tdp.value,
+        c.rental_per_vcpu_hour.value,
+        provenance(c.tdp_w_per_thread, doc),
+        provenance(c.power_fraction_of_tdp, doc),
+        provenance(c.rental_per_vcpu_hour, doc),
+    )
+
+
+def _defaults(block: dict[str, PresetFigure], doc: PresetsFile) -> tuple[dict[str, Any], dict[str, str]]:
+    values = {name: fig.value for name, fig in block.items()}
+    sources = {name: provenance(fig, doc) for name, fig in block.items()}
+    return values, sources
+
+
+def gpu_presets(spec: GpuSpec, doc: PresetsFile) -> list[CostProfile]:
+    """``<key>-own``, ``<key>-rent``, ``<key>-inferencex`` for one catalog GPU (those its figures allow)."""
+    out: list[CostProfile] = []
+    price = spec.figure("launch_price_usd")
+    if price.value is not None:
+        values, sources = _defaults(doc.ownership[spec.segment], doc)
+        sources["gpu_price"] = catalog_provenance(price)
+        out.append(
+            CostProfile(
+                name=f"{spec.key}-own",
+                description=f"{spec.name}, owned: {'street' if price.is_estimate else 'launch'} price "
+                f"amortised over {values.get('amortisation_months', 48):g} months, {spec.segment} defaults",
+                currency="USD",
+                gpu_price=price.value,
+                sources=sources,
+                **values,
+            )
+        )
+    rent = spec.figure("rental_usd_per_gpu_hour")
+    if rent.value is not None:
+        values, sources = _defaults(doc.rental, doc)
+        sources["rental_per_gpu_hour"] = catalog_provenance(rent)
+        out.append(
+            CostProfile(
+                name=f"{spec.key}-rent",
+                description=f"{spec.name}, rented on demand at a typical neocloud rate",
+                currency="USD",
+                rental_per_gpu_hour=rent.value,
+                sources=sources,
+                **values,
+            )
+        )
+    ix = spec.figure("inferencex_usd_per_gpu_hour")
+    if ix.value is not None:
+        values, sources = _defaults(doc.rental, doc)
+        sources["rental_per_gpu_hour"] = catalog_provenance(ix)
+        out.append(
+            CostProfile(
+                name=f"{spec.key}-inferencex",
+                description=f"{spec.name} at SemiAnalysis InferenceX's all-in neocloud-owned $/GPU-hour "
+                "(their capex/opex inputs are not public)",
+                currency="USD",
+                rental_per_gpu_hour=ix.value,
+                sources=sources,
+                **values,
+            )
+        )
+    return out
+
+
+def builtin_presets(catalog: Catalog | None = None) -> dict[str, CostProfile]:
+    """Every built-in preset by name: catalog-derived ones, then the hand-written ones."""
+    doc = presets_file()
+    cat = catalog if catalog is not None else load_catalog()
+    out: dict[str, CostProfile] = {}
+    for spec in cat:
+        for prof in gpu_presets(spec, doc):
+            out[prof.name] = prof
+    for name, raw in doc.profiles.items():
+        data = dict(raw)
+        data["name"] = name
+        data["sources"] = {
+            str(k): provenance(PresetFigure(value=0, source=str(v)), doc)
+            for k, v in dict(raw.get("sources", {})).items()
+        }
+        out[name] = parse_profile(data, f"built-in {PRESETS_NAME}: profiles.{name}")
+    return out
+
+
+def _looks_like_path(text: str) -> bool:
+    return text.endswith((".yaml", ".yml")) or "/" in text or "\\" in text or Path(text).is_file()
+
+
+def _from_file(path: Path, catalog: Catalog | None, depth: int) -> CostProfile:
+    data = read_profile_file(path)
+    where = f"profile {path}"
+    extends = data.pop("extends", None)
+    user_fields = {k for k in data if k not in ("name", "description", "sources")}
+    own_sources = data.get("sources", {})
+    if not isinstance(own_sources, dict):
+        raise InvalidInputError(
+            f"{where}: sources: expected a mapping of field -> where the figure came from"
+        )
+    sources = {k: f"profile file {path}" for k in user_fields}
+    merged: dict[str, Any] = {}
+    if extends is not None:
+        if not isinstance(extends, str) or not extends:
+            raise InvalidInputError(f"{where}: extends: expected a preset name or a file path")
+        if depth >= MAX_EXTENDS_DEPTH:
+            raise InvalidInputError(f"{where}: extends: more than {MAX_EXTENDS_DEPTH} levels (a cycle?)")
+        base_ref = extends if not _looks_like_path(extends) else str((path.parent / extends).resolve())
+        base = _load(base_ref, catalog, depth + 1)
+        merged = base.model_dump()
+        sources = {k: v for k, v in base.sources.items() if k not in user_fields} | sources
+    merged.update(data)
+    merged["sources"] = sources | {str(k): str(v) for k, v in own_sources.items()}
+    merged.setdefault("name", path.stem)
+    if "name" not in data:
+        merged["name"] = path.stem
+    return parse_profile(merged, where)
+
+
+def _load(name_or_path: str, catalog: Catalog | None, depth: int) -> CostProfile:
+    if _looks_like_path(name_or_path):
+        return _from_file(Path(name_or_path).expanduser(), catalog, depth)
+    presets = builtin_presets(catalog)
+    found = presets.get(name_or_path)
+    if found is not None:
+        return found
+    near = difflib.get_close_matches(name_or_path, list(presets), n=4, cutoff=0.5)
+    hint = (f"did you mean: {', '.join(near)}? " if near else "") + "`gpuledger profiles` lists the presets"
+    raise NotFoundError(f"no cost profile {name_or_path!r} (neither a preset nor a file)", hint=hint)
+
+
+def load_profile(name_or_path: str, catalog: Catalog | None = None) -> CostProfile:
+    """A preset by name (``h100-sxm-own``) or a YAML file (which may start from a preset with
+    ``extends: <preset or file>`` and override fields). Errors name the field (InvalidInputError) or
+    the missing profile (NotFoundError)."""
+    return _load(name_or_path, catalog, 0)
+
+
+def gpu_default_profile(spec: GpuSpec) -> CostProfile:
+    """The default preset for a run on ``spec``: ``-own``, else ``-rent``, else ``-inferencex``."""
+    presets = {p.name: p for p in gpu_presets(spec, presets_file())}
+    for suffix in ("-own", "-rent", "-inferencex"):
+        if f"{spec.key}{suffix}" in presets:
+            return presets[f"{spec.key}{suffix}"]
+    raise NotFoundError(
+        f"the catalog has no price for {spec.name} (neither a purchase price nor a rental rate)",
+        hint="write a cost profile (docs/cost.md) and pass it with --profile",
+    )
+
+
+def default_profile_for(run: RunInfo, catalog: Catalog | None = None) -> CostProfile:
+    """A starting profile for a run: the catalog preset of the GPU it ran on (ownership when the catalog
+    knows a purchase price, else rental), or for a CPU-only run ``cpu-cloud`` scaled to the run's logical
+    CPU count when recorded. Every figure keeps its source in ``profile.sources``."""
+    cat = catalog if catalog is not None else load_catalog()
+    used, _idle = gpu_devices(run)
+    if used:
+        names = sorted({d.name for d in used})
+        spec = cat.find(names[0])
+        if spec is None:
+            raise NotFoundError(
+                f"run {run.id} ran on {names[0]!r}, which is not in the GPU catalog",
+                hint="pass --profile with your own prices, or add the GPU to the catalog (docs/cost.md)",
+            )
+        return gpu_default_profile(spec)
+    if cpu_device(run) is None and not run.telemetry_summary:
+        raise InvalidInputError(
+            f"run {run.id} records no devices (no telemetry summary): there is nothing to base a default "
+            "cost profile on",
+            hint="pass --profile with your prices (and power_w, gpu_count)",
+        )
+    base = builtin_presets(cat)["cpu-cloud"]
+    threads = cpu_threads(run)
+    if threads is None:
+        return base
+    defaults = cpu_defaults()
+    sources = dict(base.sources)
+    sources["rental_per_hour"] = f"{defaults.rental_source} x {threads} logical CPUs recorded in run {run.id}"
+    return base.model_copy(
+        update={
+            "name": f"cpu-cloud-{threads}vcpu",
+            "description": f"CPU-only run priced as a {threads}-vCPU cloud instance",
+            "rental_per_hour": defaults.rental_per_vcpu_hour * threads,
+            "sources": sources,
+        }
+    )

@@ -1,0 +1,180 @@
+"""Cost profiles: what the user pays, in one currency, with units in the field names.
+
+A profile is either OWNERSHIP (purchase price amortised over months + electricity + hosting) or RENTAL
+(a price per GPU-hour or per instance-hour, energy included). Labour (setup hours amortised over the same
+horizon, maintenance hours per month) and utilisation apply to both. Money fields are in ``currency``
+(ISO 4217, default USD); the other units are in the names: ``_per_kwh``, ``_months``, ``_hours``, ``_w``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from gpuledger.catalog.catalog import parse_yaml_mapping, read_yaml_mapping
+from gpuledger.errors import InvalidInputError
+
+HOURS_PER_MONTH = 730.0  # 8760 h / 12: a deployment exists around the clock
+Mode = Literal["ownership", "rental"]
+
+# Unit of each field (``{cur}`` = the profile's currency), for messages and docs.
+FIELD_UNITS: dict[str, str] = {
+    "currency": "ISO 4217 code",
+    "gpu_price": "{cur} per GPU",
+    "gpu_count": "GPUs",
+    "host_price": "{cur} (the host server's share for this deployment, total)",
+    "amortisation_months": "months",
+    "electricity_per_kwh": "{cur} per kWh",
+    "pue": "ratio >= 1 (facility power / IT power)",
+    "hosting_per_month": "{cur} per month",
+    "software_per_month": "{cur} per month",
+    "rental_per_gpu_hour": "{cur} per GPU-hour",
+    "rental_per_hour": "{cur} per instance-hour",
+    "labour_rate_per_hour": "{cur} per hour",
+    "setup_hours": "hours",
+    "from_doctor_history": "true/false",
+    "maintenance_hours_per_month": "hours per month",
+    "utilisation": "fraction of wall time serving, in (0, 1]",
+    "idle_power_w": "W per device",
+    "power_w": "W (all the run's devices together)",
+    "host_power_w": "W",
+    "cpu_tdp_w": "W",
+    "output_to_input_cost_ratio": "ratio (cost of an output token / an input token)",
+}
+
+
+class CostProfile(BaseModel):
+    """A cost profile as written in YAML. See docs/cost.md for every field and formula."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = ""
+    description: str = ""
+    currency: str = "USD"
+    # ownership
+    gpu_price: float | None = Field(default=None, gt=0)
+    gpu_count: int | None = Field(default=None, ge=1)
+    host_price: float = Field(default=0.0, ge=0)
+    amortisation_months: float = Field(default=48.0, gt=0)
+    electricity_per_kwh: float | None = Field(default=None, gt=0)
+    pue: float = Field(default=1.0, ge=1.0, le=3.0)
+    hosting_per_month: float = Field(default=0.0, ge=0)
+    software_per_month: float = Field(default=0.0, ge=0)
+    # rental
+    rental_per_gpu_hour: float | None = Field(default=None, gt=0)
+    rental_per_hour: float | None = Field(default=None, gt=0)
+    # labour
+    labour_rate_per_hour: float = Field(default=0.0, ge=0)
+    setup_hours: float = Field(default=0.0, ge=0)
+    from_doctor_history: bool = False
+    maintenance_hours_per_month: float = Field(default=0.0, ge=0)
+    # usage and power
+    utilisation: float = Field(default=1.0, gt=0, le=1.0)
+    idle_power_w: float | None = Field(default=None, ge=0)
+    power_w: float | None = Field(default=None, gt=0)
+    host_power_w: float = Field(default=0.0, ge=0)
+    cpu_tdp_w: float | None = Field(default=None, gt=0)
+    # pricing input and output separately
+    output_to_input_cost_ratio: float | None = Field(default=None, gt=0)
+    # where each figure came from (field -> text); presets fill it, users may
+    sources: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("currency")
+    @classmethod
+    def _currency(cls, value: str) -> str:
+        code = value.strip().upper()
+        if not re.fullmatch(r"[A-Z]{3}", code):
+            raise ValueError(f"must be a 3-letter ISO 4217 code such as USD, EUR or CNY (got {value!r})")
+        return code
+
+    @model_validator(mode="after")
+    def _one_mode(self) -> CostProfile:
+        if self.rental_per_gpu_hour is not None and self.rental_per_hour is not None:
+            raise ValueError("rental_per_hour: give rental_per_gpu_hour or rental_per_hour, not both")
+        rental = self.rental_per_gpu_hour is not None or self.rental_per_hour is not None
+        if rental:
+            rate = "rental_per_gpu_hour" if self.rental_per_gpu_hour is not None else "rental_per_hour"
+            for name in ("gpu_price", "electricity_per_kwh"):
+                if getattr(self, name) is not None:
+                    raise ValueError(
+                        f"{name}: a profile is either ownership or rental, and {rate} makes it "
+                        f"rental (energy is in the rental price); remove one of them"
+                    )
+            for name in ("host_price", "hosting_per_month"):
+                if getattr(self, name):
+                    raise ValueError(f"{name}: not part of a rental profile ({rate} is set)")
+        else:
+            if self.gpu_price is None and not self.host_price:
+                raise ValueError(
+                    "gpu_price: an ownership profile needs gpu_price (per GPU) or host_price; "
+                    "for rented hardware set rental_per_gpu_hour instead"
+                )
+            if self.electricity_per_kwh is None:
+                raise ValueError(
+                    f"electricity_per_kwh: required for an ownership profile ({self.currency} per kWh)"
+                )
+        if self.from_doctor_history and self.setup_hours:
+            raise ValueError("setup_hours: give setup_hours or from_doctor_history, not both")
+        return self
+
+    @property
+    def mode(self) -> Mode:
+        rental = self.rental_per_gpu_hour is not None or self.rental_per_hour is not None
+        return "rental" if rental else "ownership"
+
+    def unit(self, field_name: str) -> str:
+        return FIELD_UNITS.get(field_name, "").replace("{cur}", self.currency)
+
+    def source_of(self, field_name: str) -> str:
+        """Where a figure came from: the profile's ``sources`` entry, else "profile <name>"."""
+        return self.sources.get(field_name) or f"profile {self.name or '(unnamed)'}"
+
+    def to_dict(self) -> dict[str, Any]:
+        out = self.model_dump()
+        out["mode"] = self.mode
+        return out
+
+
+def _close_field(name: str) -> str:
+    near = difflib.get_close_matches(name, list(CostProfile.model_fields), n=1, cutoff=0.5)
+    return f"; did you mean {near[0]!r}?" if near else ""
+
+
+def profile_error(exc: ValidationError, where: str) -> InvalidInputError:
+    """The first problem as one line naming the field, with its unit."""
+    err = exc.errors()[0]
+    field_name = ".".join(str(p) for p in err["loc"])
+    if err["type"] == "extra_forbidden":
+        return InvalidInputError(
+            f"{where}: unknown field {field_name!r}{_close_field(field_name)}",
+            hint="units are part of the field names (electricity_per_kwh, amortisation_months, ...); "
+            "see docs/cost.md for the fields",
+        )
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    if not field_name:
+        # cross-field rules name their field first ("gpu_price: ...")
+        return InvalidInputError(f"{where}: {msg}")
+    got = err.get("input")
+    unit = FIELD_UNITS.get(field_name, "").replace("{cur}", "the profile's currency")
+    unit_txt = f" [{unit}]" if unit else ""
+    got_txt = f" (got {got!r})" if got is not None and not isinstance(got, dict) else ""
+    return InvalidInputError(f"{where}: {field_name}{unit_txt}: {msg}{got_txt}")
+
+
+def parse_profile(data: dict[str, Any], where: str) -> CostProfile:
+    try:
+        return CostProfile.model_validate(data)
+    except ValidationError as exc:
+        raise profile_error(exc, where) from exc
+
+
+def profile_from_text(text: str, where: str) -> CostProfile:
+    return parse_profile(parse_yaml_mapping(text, where), where)
+
+
+def read_profile_file(path: Path) -> dict[str, Any]:
+    return read_yaml_mapping(path, "cost profile")
