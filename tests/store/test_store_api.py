@@ -332,3 +332,15 @@ def test_reopening_a_store_sees_what_was_written(db_url: str) -> None:
         assert second.backend == sa.make_url(db_url).get_backend_name()
         password = sa.make_url(db_url).password
         assert password is None or str(password) not in second.url
+
+
+def test_requests_can_be_read_without_their_chunk_times_for_fast_latency_views(store: Store) -> None:
+    run_id = store.create_run(make_run())
+    store.add_requests(run_id, [
+        RequestRecord(index=0, t_send=0.0, t_first=0.1, t_end=0.5, chunk_times=[0.1, 0.2, 0.5],
+                      chunk_tokens=[1, 1, 2], output_tokens=4, token_source="server_usage"),
+    ])
+    full, light = store.get_requests(run_id)[0], store.get_requests(run_id, chunks=False)[0]
+    assert full.chunk_times == [0.1, 0.2, 0.5] and full.chunk_tokens == [1, 1, 2]
+    assert light.chunk_times == [] and light.chunk_tokens is None
+    assert (light.t_send, light.t_first, light.t_end, light.output_tokens) == (0.0, 0.1, 0.5, 4)

@@ -123,7 +123,7 @@ def request_from_row(row: Sequence[Any]) -> RequestRecord:
     (idx, t_send, t_first, t_end, chunk_times, chunk_tokens, input_tokens, output_tokens, token_source,
      requested, error, stage, server_timings, output_chars) = row
     return RequestRecord(
-        idx, t_send, t_first, t_end, unpack_f64(chunk_times),
+        idx, t_send, t_first, t_end, [] if chunk_times is None else unpack_f64(chunk_times),
         None if chunk_tokens is None else unpack_i32(chunk_tokens),
         input_tokens, output_tokens, token_source, requested, error, stage, server_timings, output_chars,
     )

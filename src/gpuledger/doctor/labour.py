@@ -1,0 +1,125 @@
+"""The setup-labour ledger (seed §2.3, §7.3 step 4): how long a machine took to get from its first
+doctor run with an error to the first run with no error after it, and which problems were met.
+
+An *episode* starts at a doctor run with at least one error (while no episode is open) and ends at
+the next run with zero errors ("all clear"; warnings do not keep an episode open). A machine can have
+several episodes (a later driver upgrade breaks it again). ``hours`` sums the closed episodes; an
+episode still open has no end and counts in ``open_hours`` (up to the machine's latest run) only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from gpuledger.records import DoctorRunRecord
+
+
+def _aware(ts: datetime) -> datetime:
+    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
+
+
+@dataclass(slots=True)
+class LabourEpisode:
+    start: datetime
+    end: datetime | None = None
+    runs: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def closed(self) -> bool:
+        return self.end is not None
+
+    @property
+    def hours(self) -> float | None:
+        return None if self.end is None else (self.end - self.start).total_seconds() / 3600.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "start": self.start.isoformat(),
+            "end": None if self.end is None else self.end.isoformat(),
+            "hours": self.hours,
+            "runs": self.runs,
+            "problems": list(self.problems),
+        }
+
+
+@dataclass(slots=True)
+class MachineLabour:
+    machine: str
+    runs: int = 0
+    first_run: datetime | None = None
+    last_run: datetime | None = None
+    episodes: list[LabourEpisode] = field(default_factory=list)
+
+    @property
+    def hours(self) -> float:
+        """Setup hours of the closed episodes (first error -> first all-clear run after it)."""
+        return sum(e.hours or 0.0 for e in self.episodes if e.closed)
+
+    @property
+    def open_hours(self) -> float:
+        """Hours of an episode still open, up to the latest run (not included in ``hours``)."""
+        return sum(
+            ((self.last_run or e.start) - e.start).total_seconds() / 3600.0
+            for e in self.episodes
+            if not e.closed
+        )
+
+    @property
+    def resolved(self) -> bool:
+        return all(e.closed for e in self.episodes)
+
+    @property
+    def problems(self) -> list[str]:
+        seen: list[str] = []
+        for e in self.episodes:
+            seen += [p for p in e.problems if p not in seen]
+        return seen
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "machine": self.machine,
+            "runs": self.runs,
+            "first_run": None if self.first_run is None else self.first_run.isoformat(),
+            "last_run": None if self.last_run is None else self.last_run.isoformat(),
+            "hours": self.hours,
+            "open_hours": self.open_hours,
+            "resolved": self.resolved,
+            "problems": self.problems,
+            "episodes": [e.to_dict() for e in self.episodes],
+        }
+
+
+def setup_labour_hours(records: Iterable[DoctorRunRecord]) -> dict[str, MachineLabour]:
+    """Per machine: episodes from the first run with an error to the first all-clear run after it.
+
+    Problems are the distinct ids of error and warning findings seen during an episode. Pure: the
+    same records give the same answer (order does not matter; runs are sorted by time)."""
+    machines: dict[str, MachineLabour] = {}
+    for rec in sorted(records, key=lambda r: (_aware(r.created_at), r.id or 0)):
+        ts = _aware(rec.created_at)
+        m = machines.setdefault(rec.machine, MachineLabour(machine=rec.machine))
+        m.runs += 1
+        m.first_run = m.first_run or ts
+        m.last_run = ts
+        current = m.episodes[-1] if m.episodes and not m.episodes[-1].closed else None
+        if rec.errors > 0:
+            if current is None:
+                current = LabourEpisode(start=ts)
+                m.episodes.append(current)
+            current.runs += 1
+            for item in rec.findings:
+                problem = item.get("id")
+                if (
+                    item.get("severity") in ("error", "warning")
+                    and isinstance(problem, str)
+                    and problem not in current.problems
+                ):
+                    current.problems.append(problem)
+        elif current is not None:
+            current.runs += 1
+            current.end = ts
+    return machines

@@ -1,0 +1,8 @@
+__all__ = ["__version__", "debug", "cuda", "git_version", "hip", "rocm", "xpu"]
+__version__ = "2.5.1+cpu"
+debug = False
+cuda: str | None = None
+git_version = "cf30153c4c131c8164ee7798e5022d810682e2cb"
+hip: str | None = None
+rocm: str | None = None
+xpu: str | None = None

@@ -1,0 +1,3 @@
+"""Fake torch: scenario import_fails (a broken install)."""
+
+raise ImportError("libtorch_cuda.so: cannot open shared object file: No such file or directory")
