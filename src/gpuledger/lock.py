@@ -105,12 +105,23 @@ def fingerprint(
     """The stack of this machine plus ``hash`` (no deep probes, no network, NVML before nvidia-smi,
     no rocminfo when sysfs knows the gfx targets: well under 2 s). Keys: os, kernel, arch, gpus,
     gpu_count, driver, nvidia_driver, amdgpu_driver, nvidia_module_for_kernel, cuda, cuda_runtime,
-    rocm, hip, container_toolkit, python, torch, torch_build, engines, hash."""
+    rocm, hip, container_toolkit, python, torch, torch_build, engines, hash — plus ``machine`` (the name
+    the doctor's setup-labour ledger uses) and ``cpu`` (model, logical CPUs, RAM), which identify the host
+    but are not part of the stack hash: two identical stacks on two hosts hash the same."""
     facts = collect_facts(
         root, runner=runner, env=env, check_ollama=False, probe_torch=False, fast=True, use_nvml=use_nvml
     )
     stack = stack_from_facts(facts)
-    return {**stack, "hash": stack_hash(stack)}
+    system = facts.system
+    host = {
+        "machine": machine_name(facts),
+        "cpu": {
+            "model": system.cpu_model,
+            "logical_cpus": system.cpu_count,
+            "memory_total_bytes": system.memory_total_bytes,
+        },
+    }
+    return {**stack, **host, "hash": stack_hash(stack)}
 
 
 def snapshot(facts: Facts) -> dict[str, Any]:

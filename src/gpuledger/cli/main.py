@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import sys
 
-import click
 import typer
 from rich.markup import escape
 
@@ -63,16 +62,16 @@ _register()
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point. Returns (and exits with) the documented exit code."""
+    """Entry point. Returns (and, as a console script, exits with) the documented exit code.
+
+    Usage errors are typer's own (its message, exit 2); library errors arrive as ``GpuledgerError``
+    and leave as one red line plus their exit code; anything else is a bug, reported in one line."""
     try:
-        rc = app(args=argv, standalone_mode=False)
-        code = rc if isinstance(rc, int) else 0
-    except click.exceptions.Exit as exc:
-        code = exc.exit_code
-    except click.ClickException as exc:
-        exc.show(file=sys.stderr)
-        code = exc.exit_code
-    except (click.exceptions.Abort, KeyboardInterrupt):
+        app(args=argv, prog_name="gpuledger")
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except KeyboardInterrupt:
         err_console.print("[red]error:[/red] interrupted")
         code = 130
     except GpuledgerError as exc:
@@ -80,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         if exc.hint:
             err_console.print(f"  hint: {escape(exc.hint)}")
         code = exc.exit_code
-    except Exception as exc:
+    except Exception as exc:  # last line of defence: one line, never a traceback
         if os.environ.get("GPULEDGER_DEBUG"):
             raise
         err_console.print(

@@ -1,10 +1,99 @@
-"""CLI commands (being written in this session; registers nothing yet)."""
+"""``gpuledger report RUN [RUN ...] [--html FILE] [--md FILE] [--profile RUN=P ...] [--db] [--json]``."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+from typing import Annotated
+
 import typer
+
+from gpuledger.cli.common import DbOpt, JsonOpt, console, err_console, print_json
+from gpuledger.errors import InvalidInputError, UsageError
+
+
+def parse_profiles(values: list[str] | None) -> dict[str, str]:
+    """``RUN=PROFILE`` pairs, or a bare ``PROFILE`` for every run (key ``"*"``)."""
+    out: dict[str, str] = {}
+    for value in values or []:
+        run, sep, profile = value.partition("=")
+        key, name = (run.strip(), profile.strip()) if sep else ("*", run.strip())
+        if not name or not key:
+            raise UsageError(f"--profile {value!r}: expected RUN=PROFILE or PROFILE")
+        if key in out:
+            raise UsageError(f"--profile given twice for {'every run' if key == '*' else key}")
+        out[key] = name
+    return out
+
+
+def _write(path: Path, text: str) -> int:
+    data = text.encode("utf-8")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    except OSError as exc:
+        raise InvalidInputError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    return len(data)
+
+
+def report(
+    runs: Annotated[
+        list[str], typer.Argument(help="Run ids or unambiguous prefixes; two or more make a comparison.")
+    ],
+    html: Annotated[
+        Path | None,
+        typer.Option("--html", help="Write the self-contained HTML report (plots, works offline) to FILE."),
+    ] = None,
+    md: Annotated[
+        str | None,
+        typer.Option("--md", help="Write the Markdown twin (same tables, no plots) to FILE; '-' = stdout."),
+    ] = None,
+    profile: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--profile",
+            help="Cost profile per run: RUN=PROFILE (name or YAML path), repeatable; a bare PROFILE applies "
+            "to every run. Default: the profile derived from each run's hardware.",
+        ),
+    ] = None,
+    db: DbOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Report on one run, or compare several: terminal tables, Markdown, self-contained HTML."""
+    from gpuledger.report import build_report, render_html, render_markdown, render_terminal
+    from gpuledger.store import open_store
+
+    if md == "-" and json_out:
+        raise UsageError("--md - and --json both want stdout; write the Markdown to a file")
+    profiles = parse_profiles(profile)
+    store = open_store(db)
+    try:
+        with err_console.status("building report…") as status:
+            data = build_report(store, runs, profiles, progress=lambda msg: status.update(f"{msg}…"))
+    finally:
+        store.close()
+    files: dict[str, str] = {}
+    if html is not None:
+        with err_console.status("rendering HTML…"):
+            size = _write(html, render_html(data))
+        files["html"] = str(html)
+        err_console.print(
+            f"wrote {html} ({size / 1e6:.1f} MB, self-contained)", markup=False, highlight=False
+        )
+    if md is not None and md != "-":
+        _write(Path(md), render_markdown(data))
+        files["md"] = md
+        err_console.print(f"wrote {md}", markup=False, highlight=False)
+    if json_out:
+        print_json({**data.to_dict(), "files": files})
+    elif md == "-":
+        sys.stdout.write(render_markdown(data))
+    else:
+        render_terminal(data, console)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to ``app``."""
-    del app
+    """Add ``gpuledger report``."""
+    app.command("report")(report)

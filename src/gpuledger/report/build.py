@@ -1,0 +1,1092 @@
+"""``build_report``: read runs from the store and assemble every section of the report.
+
+Everything here is recomputed from stored data: the run header and its cached summary, the
+per-request timings (for the latency distributions), the telemetry samples (for power and
+utilisation over time), the doctor runs (setup-labour ledger) and the cost model. A part that
+cannot be shown says so and why, in the section's ``not_measured`` lines.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from gpuledger import __version__
+from gpuledger.errors import UsageError
+from gpuledger.records import DoctorRunRecord, RequestRecord, RunInfo, TelemetrySample
+from gpuledger.report import costs as cost_part
+from gpuledger.report import fmt
+from gpuledger.report.definitions import METRIC_DEFINITIONS
+from gpuledger.report.model import Figure, ReportData, RunRef, Section, Series, Table
+from gpuledger.report.series import bucket_means, cdf_points, pareto_front, stride_for
+
+# At most this many per-token gaps are drawn in the ITL distribution; beyond it, every k-th
+# request is taken (the table's percentiles still come from all requests, via the summary).
+ITL_GAP_BUDGET = 200_000
+LATENCY_METRICS: tuple[tuple[str, str], ...] = (
+    ("ttft_ms", "TTFT"),
+    ("tpot_ms", "TPOT"),
+    ("itl_ms", "ITL"),
+    ("e2e_ms", "E2E"),
+)
+ACCELERATOR_VENDORS = ("nvidia", "amd")
+
+
+class ReportStore(Protocol):
+    """The part of ``gpuledger.store.Store`` a report reads."""
+
+    def get_run(self, id_or_prefix: str) -> RunInfo: ...
+
+    def get_requests(self, run_id: str) -> list[RequestRecord]: ...
+
+    def get_telemetry(self, run_id: str) -> list[TelemetrySample]: ...
+
+    def list_doctor_runs(self, machine: str | None = None) -> list[DoctorRunRecord]: ...
+
+
+ProgressFn = Callable[[str], None]
+
+
+@dataclass
+class RunData:
+    """One run with everything read for it."""
+
+    info: RunInfo
+    ref: RunRef
+    summary: dict[str, Any]
+    summary_source: str
+    requests: list[RequestRecord]
+    telemetry: list[TelemetrySample]
+    profile: str | None
+    accelerators: int
+    accelerator_note: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def build_report(
+    store: ReportStore,
+    run_ids: Sequence[str],
+    profiles: Mapping[str, str] | None = None,
+    *,
+    progress: ProgressFn | None = None,
+) -> ReportData:
+    """Build the report for one run or a comparison of several.
+
+    ``run_ids`` are ids or unambiguous prefixes (``NotFoundError`` otherwise). ``profiles`` maps a
+    run id/prefix to a cost profile name or path; the key ``"*"`` applies to every run without
+    its own entry; runs without a profile are priced with ``gpuledger.cost.default_profile_for``.
+    """
+    say = progress or (lambda _msg: None)
+    if not run_ids:
+        raise UsageError("give at least one run id")
+    infos: list[RunInfo] = []
+    for rid in run_ids:
+        info = store.get_run(rid)
+        if any(i.id == info.id for i in infos):
+            raise UsageError(f"run {info.id} is given twice")
+        infos.append(info)
+    profile_for = _resolve_profiles(store, infos, profiles or {})
+    refs = _run_refs(infos)
+
+    runs: list[RunData] = []
+    for info, ref in zip(infos, refs, strict=True):
+        say(f"reading run {info.id}")
+        requests = store.get_requests(info.id)
+        telemetry = store.get_telemetry(info.id)
+        summary, summary_source = _summary(info, requests)
+        n_acc, acc_note = _accelerators(info)
+        runs.append(
+            RunData(
+                info=info,
+                ref=ref,
+                summary=summary,
+                summary_source=summary_source,
+                requests=requests,
+                telemetry=telemetry,
+                profile=profile_for.get(info.id),
+                accelerators=n_acc,
+                accelerator_note=acc_note,
+            )
+        )
+
+    say("reading the setup-labour ledger")
+    doctor_runs = store.list_doctor_runs()
+    say("computing cost")
+    costs = cost_part.cost_runs(runs, doctor_runs)
+
+    say("assembling sections")
+    sections = (
+        _overview(runs),
+        _environment(runs, doctor_runs),
+        _latency(runs),
+        _throughput(runs),
+        _telemetry(runs),
+        cost_part.cost_section(runs, costs),
+        _labour(runs, doctor_runs),
+        _how_measured(runs),
+    )
+    numbers: dict[str, Any] = {
+        "gpuledger_version": __version__,
+        "runs": [
+            {
+                "id": r.info.id,
+                "name": r.ref.name,
+                "summary_source": r.summary_source,
+                "summary": r.summary,
+                "telemetry_summary": r.info.telemetry_summary,
+                "accelerators": r.accelerators,
+                "throughput_points": r.extra.get("stage_points", []),
+                "cost": costs.per_run.get(r.info.id),
+                "cost_error": costs.errors.get(r.info.id),
+            }
+            for r in runs
+        ],
+        "comparison": costs.comparison,
+        "comparison_error": costs.comparison_error,
+    }
+    title = (
+        f"gpuledger report — {runs[0].ref.name}"
+        if len(runs) == 1
+        else "gpuledger comparison — " + " vs ".join(r.ref.name for r in runs)
+    )
+    return ReportData(
+        title=title,
+        generated_at=datetime.now(UTC),
+        runs=tuple(r.ref for r in runs),
+        sections=sections,
+        numbers=numbers,
+    )
+
+
+# --------------------------------------------------------------------------------------- inputs
+
+
+def _resolve_profiles(
+    store: ReportStore, infos: list[RunInfo], profiles: Mapping[str, str]
+) -> dict[str, str]:
+    out: dict[str, str] = {}
+    default = profiles.get("*")
+    for key, profile in profiles.items():
+        if key == "*":
+            continue
+        info = store.get_run(key)
+        if not any(i.id == info.id for i in infos):
+            raise UsageError(f"--profile {key}={profile}: run {info.id} is not in this report")
+        out[info.id] = profile
+    if default is not None:
+        for info in infos:
+            out.setdefault(info.id, default)
+    return out
+
+
+def _run_refs(infos: list[RunInfo]) -> list[RunRef]:
+    labels = [i.label.strip() for i in infos]
+    refs = []
+    for info, label in zip(infos, labels, strict=True):
+        name = label if label and labels.count(label) == 1 else (f"{label} ({info.id})" if label else info.id)
+        refs.append(
+            RunRef(
+                id=info.id,
+                name=name,
+                label=info.label,
+                model=info.model,
+                engine=info.engine,
+                status=info.status,
+                started_at=info.started_at,
+            )
+        )
+    return refs
+
+
+def _summary(info: RunInfo, requests: list[RequestRecord]) -> tuple[dict[str, Any], str]:
+    """The run's cached summary, or — when the run was never finalised (killed, incomplete) —
+    the summary recomputed now from its stored requests by the same metrics functions."""
+    if info.summary:
+        return info.summary, "stored summary (gpuledger.bench.metrics at the end of the run)"
+    if not requests:
+        return {}, "no requests stored"
+    from gpuledger.bench.metrics import summarize
+
+    return summarize(requests), "recomputed now from the stored requests (gpuledger.bench.metrics)"
+
+
+def _accelerators(info: RunInfo) -> tuple[int, str]:
+    """How many accelerators served the run: the GPUs the telemetry saw working (the cost model's
+    count), else the GPU count of the environment fingerprint, else 1 (a CPU run)."""
+    from gpuledger.cost.runview import gpu_devices
+
+    used, idle = gpu_devices(info)
+    if used:
+        note = f"{len(used)} GPU(s) seen working by the telemetry sampler"
+        if idle:
+            note += f" ({len(idle)} more stayed idle and are not counted)"
+        return len(used), note
+    count = _number(info.environment.get("gpu_count")) if isinstance(info.environment, Mapping) else None
+    if count:
+        return int(count), f"{int(count)} GPU(s) in the environment fingerprint (no GPU telemetry in the run)"
+    return 1, "no GPU in the run's telemetry or environment: throughput is per machine (a CPU run)"
+
+
+def _stages(summary: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    stages = summary.get("stages")
+    if isinstance(stages, Mapping):
+        return [(str(k), dict(v)) for k, v in stages.items() if isinstance(v, Mapping)]
+    if isinstance(stages, list):
+        out = []
+        for i, st in enumerate(stages):
+            if isinstance(st, Mapping):
+                name = st.get("stage") or st.get("name") or str(i)
+                out.append((str(name), dict(st)))
+        return out
+    return []
+
+
+_CONCURRENCY_STAGE = re.compile(r"^c=(\d+)$")
+
+
+def _concurrency(stage_name: str, stage: Mapping[str, Any], config: Mapping[str, Any]) -> float | None:
+    """The fixed concurrency of a sweep stage, or of a whole run at one load level (``None`` for a
+    request-rate load, which has no fixed concurrency). Bench records it as the stage's
+    ``concurrency`` parameter and in ``RunInfo.config["load"]["stages"]``."""
+    value = _number(stage.get("concurrency"))
+    if value is not None:
+        return value
+    m = _CONCURRENCY_STAGE.match(stage_name)
+    if m:
+        return float(m.group(1))
+    if stage_name:
+        return None
+    load = config.get("load")
+    stages = load.get("stages") if isinstance(load, Mapping) else None
+    if isinstance(stages, list) and len(stages) == 1 and isinstance(stages[0], Mapping):
+        return _number(stages[0].get("concurrency"))
+    return _number(config.get("concurrency"))
+
+
+def _block(summary: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    block = summary.get(key)
+    return block if isinstance(block, Mapping) else {}
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+# ------------------------------------------------------------------------------------- sections
+
+
+def _overview(runs: list[RunData]) -> Section:
+    rows = []
+    missing = []
+    for r in runs:
+        s = r.summary
+        rows.append(
+            (
+                r.ref.name,
+                r.info.id,
+                fmt.text(r.info.model),
+                fmt.text(r.info.engine),
+                r.info.status,
+                fmt.when(r.info.started_at),
+                fmt.num(s.get("num_ok")),
+                fmt.num(s.get("num_failed")),
+                fmt.pct(s.get("error_rate")),
+                fmt.num(s.get("window_s")),
+                fmt.num(s.get("output_tokens_per_s")),
+                fmt.num(s.get("total_tokens_per_s")),
+                fmt.num(s.get("requests_per_s")),
+                fmt.num(s.get("goodput_requests_per_s")),
+            )
+        )
+        if not s:
+            missing.append(f"{r.ref.name}: no summary — the run has no stored requests")
+        if r.info.status != "complete":
+            missing.append(
+                f"{r.ref.name}: status is {r.info.status!s} — numbers cover the requests that finished"
+            )
+    table = Table(
+        key="overview",
+        title="Runs",
+        columns=(
+            "run",
+            "id",
+            "model",
+            "engine",
+            "status",
+            "started",
+            "ok requests",
+            "failed",
+            "error rate (%)",
+            "window (s)",
+            "output tok/s",
+            "total tok/s",
+            "req/s",
+            "goodput (req/s)",
+        ),
+        rows=tuple(rows),
+        provenance="Counts and rates over the measured window (first send → last finish, warmup excluded); "
+        "tokens as counted per request (see how measured); goodput only when SLOs were given.",
+    )
+    return Section(
+        key="overview",
+        title="Overview",
+        intro=f"{len(runs)} run(s). Every number below is recomputable from the store.",
+        tables=(table,),
+        not_measured=tuple(missing),
+    )
+
+
+def _flatten(prefix: str, value: Any, out: dict[str, str]) -> None:
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
+    elif isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
+        for i, v in enumerate(value):
+            _flatten(f"{prefix}[{i}]", v, out)
+    else:
+        out[prefix] = fmt.text(value)
+
+
+# Which fingerprint/server keys answer the questions a reader asks first, in order.
+_ENV_FIRST: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("GPU", ("gpus", "gpu", "gpu_names", "devices")),
+    ("driver", ("driver", "driver_version", "nvidia_driver", "amdgpu_driver")),
+    ("CUDA", ("cuda", "cuda_version", "cuda_driver_version")),
+    ("ROCm", ("rocm", "rocm_version")),
+    ("torch", ("torch", "torch_version")),
+    ("OS", ("os", "distro")),
+    ("kernel", ("kernel", "kernel_release")),
+    ("python", ("python", "python_version")),
+    ("fingerprint hash", ("hash",)),
+)
+
+
+_SERVER_FIRST = ("kind", "name", "engine", "server", "version", "engine_version")
+
+
+def _env_value(env: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
+    for k in keys:
+        if k in env and env[k] not in (None, "", [], {}):
+            value = env[k]
+            if isinstance(value, list):
+                return ", ".join(
+                    fmt.text(v.get("name") or v) if isinstance(v, Mapping) else fmt.text(v) for v in value
+                )
+            if isinstance(value, Mapping):
+                inner: dict[str, str] = {}
+                _flatten("", value, inner)
+                return "; ".join(f"{k2}={v2}" for k2, v2 in inner.items())
+            return fmt.text(value)
+    return None
+
+
+def _machine_of(info: RunInfo) -> str | None:
+    """The host a run was measured on, found the way the cost model finds it for the labour ledger."""
+    from gpuledger.cost.runview import machine_name
+
+    return machine_name(info)
+
+
+def _doctor_status(info: RunInfo, doctor_runs: list[DoctorRunRecord]) -> str:
+    machine = _machine_of(info)
+    if machine is None:
+        return "unknown — the run does not record its machine"
+    mine = [d for d in doctor_runs if d.machine == machine]
+    if info.started_at is not None:
+        mine = [d for d in mine if _aware(d.created_at) <= _aware(info.started_at)]
+    if not mine:
+        return f"no doctor run stored for {machine} before this run"
+    last = max(mine, key=lambda d: _aware(d.created_at))
+    verdict = (
+        "ok"
+        if last.errors == 0 and last.warnings == 0
+        else (f"{last.errors} error(s), {last.warnings} warning(s)")
+    )
+    return f"{verdict} (doctor {fmt.when(last.created_at)})"
+
+
+def _aware(dt: datetime) -> datetime:
+    return dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)
+
+
+def _environment(runs: list[RunData], doctor_runs: list[DoctorRunRecord]) -> Section:
+    missing = []
+    per_run: list[dict[str, str]] = []
+    for r in runs:
+        env = r.info.environment or {}
+        rows: dict[str, str] = {}
+        gpu_names = [
+            f"{d.get('name') or d.get('device')}"
+            for d in r.info.telemetry_summary
+            if str(d.get("vendor", "")).lower() in ACCELERATOR_VENDORS
+        ]
+        for label, keys in _ENV_FIRST:
+            value = _env_value(env, keys)
+            if label == "GPU" and value is None and gpu_names:
+                value = ", ".join(gpu_names) + " (telemetry)"
+            rows[label] = value if value is not None else fmt.MISSING
+        server = r.info.server or {}
+        engine = _env_value(server, _SERVER_FIRST[:4])
+        version = _env_value(server, _SERVER_FIRST[4:])
+        rows["engine"] = (
+            " ".join(p for p in (engine or r.info.engine or "", version or "") if p) or fmt.MISSING
+        )
+        rows["doctor status"] = _doctor_status(r.info, doctor_runs)
+        used = {k for _, keys in _ENV_FIRST for k in keys}
+        rest: dict[str, str] = {}
+        _flatten("", {k: v for k, v in env.items() if k not in used}, rest)
+        for k, v in rest.items():
+            rows[f"env: {k}"] = v
+        server_rest: dict[str, str] = {}
+        _flatten("", {k: v for k, v in server.items() if k not in _SERVER_FIRST}, server_rest)
+        for k, v in server_rest.items():
+            rows[f"server: {k}"] = v
+        if not env:
+            missing.append(
+                f"{r.ref.name}: no environment fingerprint stored (recorded by bench via gpuledger.lock)"
+            )
+        elif "error" in env:
+            missing.append(f"{r.ref.name}: environment fingerprint failed: {fmt.text(env['error'])}")
+        per_run.append(rows)
+    items: list[str] = []
+    for rows in per_run:
+        items.extend(k for k in rows if k not in items)
+    columns: tuple[str, ...] = ("item", *[r.ref.name for r in runs])
+    if len(runs) > 1:
+        columns = (*columns, "same?")
+    table_rows = []
+    for k in items:
+        values = [rows.get(k, fmt.MISSING) for rows in per_run]
+        row = (k, *values)
+        if len(runs) > 1:
+            row = (*row, "yes" if len(set(values)) == 1 else "differs")
+        table_rows.append(row)
+    return Section(
+        key="environment",
+        title="Environment",
+        intro="The software stack each run was measured on, as fingerprinted at the start of the run, and "
+        "the server's own identity. Differences between runs are flagged: a comparison is only as fair "
+        "as its stacks are comparable.",
+        tables=(
+            Table(
+                key="environment",
+                title="Environment per run",
+                columns=columns,
+                rows=tuple(table_rows),
+                provenance="RunInfo.environment (gpuledger.lock.fingerprint at run start), RunInfo.server "
+                "(server endpoints such as /version), doctor status from the newest stored doctor run of "
+                "the same machine before the run.",
+                align_numbers=False,
+            ),
+        ),
+        not_measured=tuple(missing),
+    )
+
+
+def _latency_samples(r: RunData) -> tuple[dict[str, list[float]], str]:
+    """Per-request TTFT and E2E (all requests) and per-token ITL (every k-th request past
+    ``ITL_GAP_BUDGET`` gaps), in ms, from the stored timestamps, by the bench's metric functions."""
+    from gpuledger.bench.metrics import e2e_s, itl_s, ttft_s
+
+    ok = [q for q in r.requests if q.error is None]
+    ttft = [v * 1000.0 for v in (ttft_s(q) for q in ok) if v is not None]
+    e2e = [v * 1000.0 for v in (e2e_s(q) for q in ok) if v is not None]
+    total_gaps = sum(max(0, len(q.chunk_times) - 1) for q in ok)
+    step = stride_for(total_gaps, ITL_GAP_BUDGET)
+    chosen = ok[::step]
+    itl = [v * 1000.0 for q in chosen for v in itl_s(q)]
+    note = (
+        f"latency plots from all {len(ok)} successful requests"
+        if step == 1
+        else f"ITL plot drawn from every {step}th successful request ({len(chosen)} of {len(ok)}, "
+        f"{len(itl)} token gaps); TTFT and E2E plots and the table's percentiles use all requests"
+    )
+    return {"ttft_ms": ttft, "e2e_ms": e2e, "itl_ms": itl}, note
+
+
+def _latency(runs: list[RunData]) -> Section:
+    rows = []
+    missing = []
+    for r in runs:
+        for key, label in LATENCY_METRICS:
+            b = _block(r.summary, key)
+            if not b or not b.get("n"):
+                missing.append(f"{r.ref.name} {label}: {_why_no_latency(r, key)}")
+                continue
+            rows.append(
+                (
+                    r.ref.name,
+                    label,
+                    fmt.num(b.get("mean")),
+                    fmt.num(b.get("p50")),
+                    fmt.num(b.get("p90")),
+                    fmt.num(b.get("p95")),
+                    fmt.num(b.get("p99")),
+                    fmt.num(b.get("std")),
+                    fmt.num(b.get("min")),
+                    fmt.num(b.get("max")),
+                    fmt.num(b.get("n")),
+                )
+            )
+    table = Table(
+        key="latency",
+        title="Latency (ms)",
+        columns=("run", "metric", "mean", "p50", "p90", "p95", "p99", "std", "min", "max", "n"),
+        rows=tuple(rows),
+        provenance="Milliseconds, client-side timestamps (time.perf_counter) of every successful request; "
+        "n = requests (TTFT, TPOT, E2E) or tokens (ITL). Definitions under how measured.",
+    )
+    samples = {r.info.id: _latency_samples(r) for r in runs}
+    figures = []
+    notes = []
+    for key, label, what in (
+        ("ttft_ms", "TTFT", "time to first token"),
+        ("itl_ms", "ITL", "inter-token latency, per token"),
+        ("e2e_ms", "E2E", "end-to-end request latency"),
+    ):
+        series = []
+        drawn = 0
+        for i, r in enumerate(runs):
+            values = samples[r.info.id][0][key]
+            if not values:
+                continue
+            x, y = cdf_points(values)
+            drawn = max(drawn, len(values))
+            series.append(
+                Series(
+                    name=r.ref.name,
+                    x=tuple(x),
+                    y=tuple(y),
+                    mode="lines+markers" if len(x) <= 20 else "lines",
+                    shape="hv",
+                    color=i,
+                )
+            )
+        if not series:
+            continue
+        # A log axis spreads tails apart but cannot show zeros (tokens that arrived in one burst).
+        positive = all(v > 0 for s_ in series for v in s_.x if isinstance(v, float | int))
+        figures.append(
+            Figure(
+                key=f"cdf_{key}",
+                title=f"{label} distribution ({what})",
+                kind="line",
+                x_title=f"{label} (ms)",
+                y_title="fraction of " + ("tokens" if key == "itl_ms" else "requests") + " ≤ x",
+                series=tuple(series),
+                provenance="Empirical CDF of client-side timings from the store; at most "
+                "600 points per run taken at evenly spaced ranks (exact values, min and max kept)"
+                + (
+                    "." if positive else "; linear axis: some values are 0 ms (tokens that arrived together)."
+                ),
+                x_log=positive,
+            )
+        )
+    for r in runs:
+        notes.append(f"{r.ref.name}: {samples[r.info.id][1]}.")
+    return Section(
+        key="latency",
+        title="Latency distributions",
+        intro="How long users wait: first token (TTFT), between tokens (ITL, TPOT), whole request (E2E).",
+        tables=(table,) if rows else (),
+        figures=tuple(figures),
+        not_measured=tuple(missing),
+        notes=tuple(notes),
+    )
+
+
+def _why_no_latency(r: RunData, key: str) -> str:
+    if not r.requests:
+        return "no request was stored for this run"
+    if not any(q.error is None for q in r.requests):
+        return "every request failed"
+    if key == "tpot_ms":
+        return "no request produced more than one output token"
+    if key == "itl_ms":
+        return "no request produced two or more content chunks"
+    return "the stored summary has no such block"
+
+
+def _stage_points(r: RunData) -> list[dict[str, Any]]:
+    config = r.info.config or {}
+    stages = _stages(r.summary)
+    if not stages:
+        stages = [("", r.summary)] if r.summary else []
+    points = []
+    for name, st in stages:
+        out_tps = _number(st.get("output_tokens_per_s"))
+        tpot_p50 = _number(_block(st, "tpot_ms").get("p50"))
+        points.append(
+            {
+                "stage": name or "whole run",
+                "concurrency": _concurrency(name, st, config),
+                "requests_per_s": _number(st.get("requests_per_s")),
+                "output_tokens_per_s": out_tps,
+                "output_tokens_per_s_per_gpu": out_tps / r.accelerators if out_tps is not None else None,
+                "tokens_per_s_per_user": 1000.0 / tpot_p50 if tpot_p50 else None,
+                "ttft_p50_ms": _number(_block(st, "ttft_ms").get("p50")),
+                "tpot_p50_ms": tpot_p50,
+                "num_ok": st.get("num_ok"),
+            }
+        )
+    return points
+
+
+def _throughput(runs: list[RunData]) -> Section:
+    rows = []
+    missing = []
+    conc_series = []
+    pareto_series = []
+    per_run_points = {}
+    for i, r in enumerate(runs):
+        pts = _stage_points(r)
+        per_run_points[r.info.id] = pts
+        r.extra["stage_points"] = pts
+        if not _stages(r.summary):
+            missing.append(
+                f"{r.ref.name}: one load level only — throughput vs concurrency and the Pareto frontier need "
+                "a sweep (gpuledger bench --sweep 1,4,16,64); its single point is shown"
+            )
+        for p in pts:
+            rows.append(
+                (
+                    r.ref.name,
+                    p["stage"],
+                    fmt.num(p["concurrency"]),
+                    fmt.num(p["requests_per_s"]),
+                    fmt.num(p["output_tokens_per_s"]),
+                    fmt.num(p["output_tokens_per_s_per_gpu"]),
+                    fmt.num(p["tokens_per_s_per_user"]),
+                    fmt.num(p["ttft_p50_ms"]),
+                    fmt.num(p["tpot_p50_ms"]),
+                )
+            )
+        conc = sorted(
+            (p["concurrency"], p["output_tokens_per_s"])
+            for p in pts
+            if p["concurrency"] is not None and p["output_tokens_per_s"] is not None
+        )
+        if conc:
+            conc_series.append(
+                Series(
+                    name=r.ref.name,
+                    x=tuple(c for c, _ in conc),
+                    y=tuple(t for _, t in conc),
+                    mode="lines+markers",
+                    color=i,
+                )
+            )
+        else:
+            missing.append(
+                f"{r.ref.name}: throughput vs concurrency — the run's concurrency is not recorded "
+                "(a request-rate run has no fixed concurrency)"
+            )
+        par = [
+            (p["tokens_per_s_per_user"], p["output_tokens_per_s_per_gpu"])
+            for p in pts
+            if p["tokens_per_s_per_user"] is not None and p["output_tokens_per_s_per_gpu"] is not None
+        ]
+        if par:
+            pareto_series.append(
+                Series(
+                    name=r.ref.name,
+                    x=tuple(x for x, _ in par),
+                    y=tuple(y for _, y in par),
+                    mode="markers",
+                    group=r.info.id,
+                    color=i,
+                )
+            )
+            front = pareto_front(par)
+            if len(front) > 1:
+                pareto_series.append(
+                    Series(
+                        name=f"{r.ref.name} — frontier",
+                        x=tuple(x for x, _ in front),
+                        y=tuple(y for _, y in front),
+                        mode="lines",
+                        dash="dot",
+                        group=r.info.id,
+                        color=i,
+                    )
+                )
+        else:
+            zero = any(p["tpot_p50_ms"] == 0 for p in pts)
+            missing.append(
+                f"{r.ref.name}: Pareto view — "
+                + (
+                    "the median TPOT is 0 ms (every token of a request arrived at once), "
+                    "so tokens/s per user "
+                    "is unbounded"
+                    if zero
+                    else "needs output tokens and a TPOT (requests with more than one output token)"
+                )
+            )
+    figures = []
+    if conc_series:
+        figures.append(
+            Figure(
+                key="throughput_vs_concurrency",
+                title="Output throughput vs concurrency",
+                kind="line",
+                x_title="concurrent requests",
+                y_title="output tokens/s",
+                series=tuple(conc_series),
+                provenance="Per sweep stage: output tokens ÷ the stage's measured window (client count or "
+                "server usage, see how measured).",
+                x_log=True,
+            )
+        )
+    if pareto_series:
+        figures.append(
+            Figure(
+                key="pareto",
+                title="Throughput per GPU vs tokens/s per user (Pareto view)",
+                kind="scatter",
+                x_title="tokens/s per user (1000 ÷ median TPOT ms)",
+                y_title="output tokens/s per GPU",
+                series=tuple(pareto_series),
+                provenance="Each point a sweep stage (or a whole run); per GPU = ÷ "
+                "accelerators the telemetry "
+                "saw (1 for CPU runs); dotted line = points no other stage beats on both axes.",
+            )
+        )
+    notes = tuple(f"{r.ref.name}: {r.accelerator_note}." for r in runs)
+    return Section(
+        key="throughput",
+        title="Throughput and the Pareto view",
+        intro="What the machine delivers as load rises, and the trade-off between total throughput and how "
+        "fast each user sees tokens (the InferenceX view).",
+        tables=(
+            Table(
+                key="throughput",
+                title="Throughput per load level",
+                columns=(
+                    "run",
+                    "stage",
+                    "concurrency",
+                    "req/s",
+                    "output tok/s",
+                    "output tok/s per GPU",
+                    "tok/s per user",
+                    "TTFT p50 (ms)",
+                    "TPOT p50 (ms)",
+                ),
+                rows=tuple(rows),
+                provenance="Rates over each stage's measured window; tok/s per user = "
+                "1000 ÷ median TPOT (ms).",
+            ),
+        )
+        if rows
+        else (),
+        figures=tuple(figures),
+        not_measured=tuple(missing),
+        notes=notes,
+    )
+
+
+# (figure key, title, y axis, scale, stored metrics drawn): GPUs report util_ratio, the CPU cpu_util_ratio.
+_TS_FIGURES: tuple[tuple[str, str, str, float, tuple[str, ...]], ...] = (
+    ("power", "Power over time", "power (W)", 1.0, ("power_w",)),
+    ("utilisation", "Utilisation over time", "utilisation (%)", 100.0, ("util_ratio", "cpu_util_ratio")),
+)
+
+
+def _telemetry(runs: list[RunData]) -> Section:
+    rows = []
+    missing = []
+    for r in runs:
+        devices = r.info.telemetry_summary
+        if not devices:
+            missing.append(
+                f"{r.ref.name}: no telemetry — the run was benched with --no-telemetry, or no source "
+                "could be read (gpuledger sample lists each source and why)"
+            )
+            continue
+        out_tokens = _number(r.summary.get("output_tokens_total"))
+        for d in devices:
+            energy = _number(d.get("energy_j"))
+            jpt = energy / out_tokens if energy is not None and out_tokens else None
+            subject = f"{r.ref.name} {fmt.text(d.get('device'))} ({fmt.text(d.get('name'))})"
+            raw_unavailable = d.get("unavailable")
+            unavailable: Mapping[str, Any] = raw_unavailable if isinstance(raw_unavailable, Mapping) else {}
+            if d.get("mean_power_w") is None:
+                why = unavailable.get("power_w") or d.get("energy_reason") or "no power readings"
+                missing.append(f"{subject} power and energy: {fmt.text(why)}")
+            elif energy is None:
+                missing.append(f"{subject} energy: {fmt.text(d.get('energy_reason') or 'no energy figure')}")
+            for metric, reason in unavailable.items():
+                if metric not in ("power_w", "energy_j"):
+                    missing.append(f"{subject} {metric}: {fmt.text(reason)}")
+            method = d.get("energy_method")
+            method_text = fmt.text(method) if method else fmt.MISSING
+            if method and d.get("energy_reason"):
+                method_text += f" ({fmt.text(d.get('energy_reason'))})"
+            validity = "valid" if d.get("valid", True) else f"invalid: {fmt.text(d.get('validity_reason'))}"
+            mem_total = d.get("memory_total_bytes")
+            rows.append(
+                (
+                    r.ref.name,
+                    fmt.text(d.get("device")),
+                    fmt.text(d.get("name")),
+                    fmt.pct(d.get("mean_util_ratio")),
+                    fmt.pct(d.get("peak_util_ratio")),
+                    fmt.num(d.get("mean_power_w")),
+                    fmt.num(d.get("peak_power_w")),
+                    fmt.num(energy),
+                    method_text,
+                    fmt.num(jpt),
+                    fmt.gib(d.get("peak_memory_bytes")) + (f" / {fmt.gib(mem_total)}" if mem_total else ""),
+                    fmt.num(d.get("samples")),
+                    fmt.num(d.get("interval_s")),
+                    fmt.text(d.get("sources")),
+                    validity,
+                )
+            )
+    figures = []
+    for key, title, y_title, scale, metrics in _TS_FIGURES:
+        series = []
+        buckets = 1
+        for r in runs:
+            grouped: dict[str, list[tuple[float, float]]] = defaultdict(list)
+            for sample in r.telemetry:
+                if sample.metric in metrics:
+                    grouped[sample.device].append((sample.t, sample.value * scale))
+            for device, pts in sorted(grouped.items()):
+                pts.sort()
+                t, v, size = bucket_means([p[0] for p in pts], [p[1] for p in pts])
+                buckets = max(buckets, size)
+                series.append(
+                    Series(
+                        name=f"{r.ref.name} · {device}" if len(runs) > 1 else device,
+                        x=tuple(t),
+                        y=tuple(v),
+                        mode="lines+markers" if len(t) <= 20 else "lines",
+                    )
+                )
+        if not series:
+            missing.append(f"{title}: no {' or '.join(metrics)} samples stored for any run in this report")
+            continue
+        how = (
+            "raw samples"
+            if buckets == 1
+            else f"means of {buckets} consecutive samples (to keep the file small)"
+        )
+        figures.append(
+            Figure(
+                key=f"ts_{key}",
+                title=title,
+                kind="line",
+                x_title="time since run start (s)",
+                y_title=y_title,
+                series=tuple(series),
+                provenance=f"Telemetry samples from the store (source per device in the table), {how}.",
+            )
+        )
+    return Section(
+        key="telemetry",
+        title="Power and utilisation",
+        intro="What the hardware did during the measured window: utilisation, power, memory, energy.",
+        tables=(
+            Table(
+                key="telemetry",
+                title="Per device over the measured window",
+                columns=(
+                    "run",
+                    "device",
+                    "name",
+                    "mean util (%)",
+                    "peak util (%)",
+                    "mean power (W)",
+                    "peak power (W)",
+                    "energy (J)",
+                    "energy method",
+                    "J per output token",
+                    "peak / total memory (GiB)",
+                    "samples",
+                    "interval (s)",
+                    "sources",
+                    "validity",
+                ),
+                rows=tuple(rows),
+                provenance="RunInfo.telemetry_summary from the telemetry sampler; energy "
+                "= validated hardware "
+                "counter, else integral of sampled power; J per output token = energy ÷ output tokens.",
+            ),
+        )
+        if rows
+        else (),
+        figures=tuple(figures),
+        not_measured=tuple(missing),
+    )
+
+
+def _labour(runs: list[RunData], doctor_runs: list[DoctorRunRecord]) -> Section:
+    machines = {m for m in (_machine_of(r.info) for r in runs) if m}
+    relevant = [d for d in doctor_runs if not machines or d.machine in machines]
+    notes: list[str] = []
+    if not machines and relevant:
+        notes.append("The runs do not record their machine: every stored doctor run is shown.")
+    if not relevant:
+        return Section(
+            key="labour",
+            title="Setup-labour ledger",
+            not_measured=(
+                "setup labour: no `gpuledger doctor` run is stored"
+                + (f" for {', '.join(sorted(machines))}" if machines else "")
+                + "; run the doctor while setting a stack up to record the time it took",
+            ),
+        )
+    relevant.sort(key=lambda d: _aware(d.created_at))
+    rows = tuple(
+        (
+            fmt.when(d.created_at),
+            fmt.text(d.machine),
+            str(d.errors),
+            str(d.warnings),
+            "; ".join(
+                fmt.text(f.get("id") or f.get("title"))
+                for f in d.findings
+                if f.get("severity") in ("error", "warning")
+            )
+            or "all clear",
+        )
+        for d in relevant
+    )
+    tables = [
+        Table(
+            key="doctor_runs",
+            title="Doctor runs",
+            columns=("when", "machine", "errors", "warnings", "problems found"),
+            rows=rows,
+            provenance="Stored `gpuledger doctor` runs (store.list_doctor_runs).",
+        )
+    ]
+    missing: list[str] = []
+    summary = _setup_labour(relevant)
+    if isinstance(summary, str):
+        missing.append(summary)
+    else:
+        tables.append(summary)
+        notes.append("A cost profile with from_doctor_history: true prices these hours as setup labour.")
+    return Section(
+        key="labour",
+        title="Setup-labour ledger",
+        intro="The hidden cost the essay insists on: how long it took to get each stack to work.",
+        tables=tuple(tables),
+        not_measured=tuple(missing),
+        notes=tuple(notes),
+    )
+
+
+def _setup_labour(records: list[DoctorRunRecord]) -> Table | str:
+    from gpuledger.doctor import setup_labour_hours
+
+    rows: list[tuple[str, ...]] = []
+    for machine, m in sorted(setup_labour_hours(records).items()):
+        if not m.episodes:
+            status = "no error in any doctor run"
+        elif m.resolved:
+            status = "resolved"
+        else:
+            status = f"still failing: open for {fmt.num(m.open_hours)} h up to the latest doctor run"
+        rows.append(
+            (
+                fmt.text(machine),
+                fmt.num(m.hours),
+                status,
+                str(len(m.episodes)),
+                str(m.runs),
+                fmt.text(m.problems),
+            )
+        )
+    if not rows:
+        return "setup labour: no doctor run to compute it from"
+    return Table(
+        key="setup_labour",
+        title="Setup labour per machine",
+        columns=("machine", "setup hours", "status", "episodes", "doctor runs", "problems met"),
+        rows=tuple(rows),
+        provenance="Hours of wall-clock time from each first doctor run with an error to the first all-clear "
+        "run after it, summed over episodes "
+        "(gpuledger.doctor.setup_labour_hours); not effort logged by a person.",
+    )
+
+
+def _how_measured(runs: list[RunData]) -> Section:
+    rows = []
+    for r in runs:
+        s = r.summary
+        token_source = s.get("token_source")
+        ts_text = (
+            ", ".join(f"{k}: {v}" for k, v in token_source.items())
+            if isinstance(token_source, Mapping)
+            else fmt.text(token_source)
+        )
+        mismatch = s.get("output_len_mismatch")
+        if isinstance(mismatch, Mapping):
+            mismatch = (
+                f"{mismatch.get('count', 0)} of {mismatch.get('checked', 0)} requests"
+                if mismatch.get("checked")
+                else "not checked (no requested length)"
+            )
+        methods = sorted(
+            {
+                f"{d.get('device')}: {d.get('energy_method')}"
+                for d in r.info.telemetry_summary
+                if d.get("energy_method")
+            }
+        ) or [fmt.MISSING]
+        slo = s.get("slo")
+        client = r.info.client or {}
+        cpu = client.get("cpu_percent") if isinstance(client, Mapping) else None
+        if cpu is None and isinstance(client, Mapping):
+            cpu = client.get("cpu_util_ratio")
+            cpu = cpu * 100 if isinstance(cpu, int | float) else cpu
+        rows.append(
+            (
+                r.ref.name,
+                r.summary_source,
+                ts_text or fmt.MISSING,
+                fmt.text(mismatch),
+                ", ".join(methods),
+                fmt.text(slo)
+                if not isinstance(slo, Mapping)
+                else ", ".join(f"{k}={v}" for k, v in slo.items()),
+                fmt.num(cpu),
+                fmt.text(r.info.unit),
+            )
+        )
+    return Section(
+        key="how_measured",
+        title="How measured",
+        intro="Definitions used for every number in this report (the project's metric definitions, quoted "
+        "verbatim, and the report's per-GPU / per-user figures), and how each run was counted. "
+        f"Report built by gpuledger {__version__}.",
+        tables=(
+            Table(
+                key="provenance",
+                title="Provenance per run",
+                columns=(
+                    "run",
+                    "summary",
+                    "token counts from",
+                    "output length mismatch",
+                    "energy method",
+                    "SLOs",
+                    "client CPU (%)",
+                    "unit of work",
+                ),
+                rows=tuple(rows),
+                provenance="Token counts: server usage when reported, else the server's tokenizer, else a "
+                "client count (one token per content chunk).",
+            ),
+        ),
+        definitions=METRIC_DEFINITIONS,
+    )

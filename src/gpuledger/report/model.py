@@ -1,0 +1,156 @@
+"""What a report is made of, independent of how it is drawn.
+
+``build_report`` turns store data into a :class:`ReportData`: sections holding tables of already
+formatted cells, figures holding plain data series, and "not measured" lines saying why a part is
+missing. The renderers (terminal, Markdown, HTML) only lay these out, so the Markdown twin shows
+exactly the numbers the HTML shows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+FigureKind = Literal["line", "scatter", "bar"]
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """A table of formatted cells. ``provenance`` says unit, source and method of its numbers."""
+
+    key: str
+    title: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    provenance: str = ""
+    align_numbers: bool = True  # right-align numeric cells (off for tables of version strings)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "title": self.title,
+            "columns": list(self.columns),
+            "rows": [list(r) for r in self.rows],
+            "provenance": self.provenance,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """One trace. ``x`` is numeric, or category names for bar figures. ``shape`` "hv" draws steps."""
+
+    name: str
+    x: tuple[float | str, ...]
+    y: tuple[float, ...]
+    mode: Literal["lines", "markers", "lines+markers"] = "lines"
+    shape: Literal["linear", "hv"] = "linear"
+    dash: Literal["solid", "dot", "dash"] = "solid"
+    group: str = ""
+    color: int | None = None  # index into the report's palette: the same run keeps its colour everywhere
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "points": len(self.y), "group": self.group}
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    """A plot as data. Axis titles carry the unit; ``provenance`` says source and method."""
+
+    key: str
+    title: str
+    kind: FigureKind
+    x_title: str
+    y_title: str
+    series: tuple[Series, ...]
+    provenance: str
+    x_log: bool = False
+    y_range_zero: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "title": self.title,
+            "kind": self.kind,
+            "x_title": self.x_title,
+            "y_title": self.y_title,
+            "series": [s.to_dict() for s in self.series],
+            "provenance": self.provenance,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """One part of the report. ``not_measured`` lines read "what: why"."""
+
+    key: str
+    title: str
+    intro: str = ""
+    tables: tuple[Table, ...] = ()
+    figures: tuple[Figure, ...] = ()
+    not_measured: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    definitions: tuple[tuple[str, str], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "title": self.title,
+            "intro": self.intro,
+            "tables": [t.to_dict() for t in self.tables],
+            "figures": [f.to_dict() for f in self.figures],
+            "not_measured": list(self.not_measured),
+            "notes": list(self.notes),
+            "definitions": [{"term": t, "definition": d} for t, d in self.definitions],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RunRef:
+    """Who is who in the report: ``name`` is the label shown in tables and legends."""
+
+    id: str
+    name: str
+    label: str
+    model: str
+    engine: str
+    status: str
+    started_at: datetime | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "label": self.label,
+            "model": self.model,
+            "engine": self.engine,
+            "status": self.status,
+            "started_at": self.started_at.isoformat() if self.started_at else None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ReportData:
+    """Everything a renderer needs. ``numbers`` is the machine-readable part (``--json``): per run
+    summary, telemetry summary and cost, and the comparison, with units in the key names."""
+
+    title: str
+    generated_at: datetime
+    runs: tuple[RunRef, ...]
+    sections: tuple[Section, ...]
+    numbers: dict[str, Any] = field(default_factory=dict)
+
+    def section(self, key: str) -> Section:
+        for s in self.sections:
+            if s.key == key:
+                return s
+        raise KeyError(key)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "title": self.title,
+            "generated_at": self.generated_at.isoformat(),
+            "runs": [r.to_dict() for r in self.runs],
+            "sections": [s.to_dict() for s in self.sections],
+            "numbers": self.numbers,
+        }
