@@ -1,10 +1,372 @@
-"""CLI commands (being written in this session; registers nothing yet)."""
+"""``gpuledger bench``: measure an inference server (OpenAI-compatible or Ollama) or the in-process
+torch engine with a dataset and a load pattern; every finished request is stored as it finishes.
+
+Exit codes: 0 done; 2 bad flags; 3 dataset file missing; 4 bad dataset file; 5 store error;
+6 server unreachable / refused the run; 7 torch missing (``--engine torch``); 130 interrupted
+(the run is kept as ``incomplete`` with every finished request).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+from rich.markup import escape
+from rich.table import Table
+
+from gpuledger.bench.metrics import parse_slo
+from gpuledger.bench.runner import BenchConfig, run_bench_async
+from gpuledger.cli.common import DbOpt, JsonOpt, console, err_console, print_json
+from gpuledger.engines import DEFAULT_BASE_URLS
+from gpuledger.errors import EngineError, Interrupted, UsageError
+from gpuledger.records import RunInfo
+from gpuledger.workload.datasets import DatasetSpec
+from gpuledger.workload.load import LoadPattern, parse_sweep
+
+
+def _num(v: Any, fmt: str = ".1f", unit: str = "") -> str:
+    if v is None:
+        return "n/a"
+    return f"{v:{fmt}}{unit}"
+
+
+def _lat_row(table: Table, name: str, block: dict[str, Any] | None) -> None:
+    b = block or {}
+    if not b.get("n"):
+        table.add_row(name, "n/a", "", "", "", "", "0")
+        return
+    table.add_row(
+        name,
+        _num(b["mean"], ".2f"),
+        _num(b["p50"], ".2f"),
+        _num(b["p90"], ".2f"),
+        _num(b["p99"], ".2f"),
+        _num(b["std"], ".2f"),
+        str(b["n"]),
+    )
+
+
+def render_run(info: RunInfo) -> None:
+    """The human summary of a run on stdout."""
+    s = info.summary
+    srv = info.server
+    who = srv.get("kind", "unknown") + (f" {srv['version']}" if srv.get("version") else "")
+    console.print(
+        f"[bold]run {info.id}[/bold]  {info.status}  engine={info.engine}  server={escape(who)}  "
+        f"model={escape(info.model)}" + (f"  label={escape(info.label)}" if info.label else "")
+    )
+    t = Table(title="Throughput (measured window)", title_justify="left", show_header=False)
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+    t.add_row(
+        "requests ok / failed",
+        f"{s.get('num_ok', 0)} / {s.get('num_failed', 0)}"
+        + (f"  (error rate {s['error_rate']:.1%})" if s.get("error_rate") else ""),
+    )
+    t.add_row("window", _num(s.get("window_s"), ".2f", " s"))
+    t.add_row("output tokens", f"{s.get('output_tokens_total', 0)}")
+    t.add_row("output throughput", _num(s.get("output_tokens_per_s"), ",.1f", " tok/s"))
+    t.add_row("total throughput (in+out)", _num(s.get("total_tokens_per_s"), ",.1f", " tok/s"))
+    t.add_row("requests/s", _num(s.get("requests_per_s"), ".3f", " req/s"))
+    if "goodput_requests_per_s" in s:
+        slo = s.get("slo", {})
+        limits = ", ".join(f"{k}≤{v:g}" for k, v in slo.items() if k.endswith("_ms"))
+        t.add_row(
+            f"goodput ({limits})",
+            _num(s["goodput_requests_per_s"], ".3f", " req/s") + f"  ({slo.get('met', 0)} met)",
+        )
+    sources = ", ".join(f"{k}: {v}" for k, v in s.get("token_source", {}).items())
+    t.add_row("token counts from", sources or "n/a")
+    console.print(t)
+    lat = Table(title="Latency (ms)", title_justify="left")
+    for col in ("metric", "mean", "p50", "p90", "p99", "std", "n"):
+        lat.add_column(col, justify="left" if col == "metric" else "right")
+    _lat_row(lat, "TTFT", s.get("ttft_ms"))
+    _lat_row(lat, "TPOT", s.get("tpot_ms"))
+    _lat_row(lat, "ITL (per token)", s.get("itl_ms"))
+    _lat_row(lat, "E2E", s.get("e2e_ms"))
+    console.print(lat)
+    for st in s.get("stages", []):
+        console.print(
+            f"  stage {st['stage']}: {_num(st.get('output_tokens_per_s'), ',.1f', ' tok/s')}, "
+            f"TTFT p50 {_num((st.get('ttft_ms') or {}).get('p50'), '.1f', ' ms')}, "
+            f"TPOT p50 {_num((st.get('tpot_ms') or {}).get('p50'), '.2f', ' ms')}, "
+            f"{st.get('num_ok', 0)} ok / {st.get('num_failed', 0)} failed"
+        )
+    mm = s.get("output_len_mismatch") or {}
+    if mm.get("count"):
+        console.print(
+            f"[yellow]output length mismatch:[/yellow] {mm['count']} of {mm['checked']} requests "
+            f"did not return the requested length (requested {mm['requested_tokens_total']} tokens, "
+            f"received {mm['received_tokens_total']})"
+        )
+    for kind, n in (s.get("errors") or {}).items():
+        console.print(f"[red]failed:[/red] {n} × {escape(kind)}")
+    for ex in (s.get("error_examples") or [])[:3]:
+        console.print(f"  e.g. request {ex['index']}: {escape(str(ex['error']))}")
+    st = s.get("server_timings")
+    if st:
+        console.print(
+            f"server's own timings ({', '.join(st.get('servers', []))}, {st['n']} requests): "
+            f"time to first token {_num(st.get('server_time_to_first_token_ms_mean'), '.1f', ' ms')} "
+            f"(client TTFT {_num(st.get('client_ttft_ms_mean'), '.1f', ' ms')}), "
+            f"decode {_num(st.get('server_decode_tokens_per_s_mean'), '.1f', ' tok/s')} "
+            f"(client {_num(st.get('client_decode_tokens_per_s_mean'), '.1f', ' tok/s')})"
+        )
+    for dev in info.telemetry_summary:
+        energy = (
+            f"{dev['energy_j']:.1f} J ({dev.get('energy_method')})"
+            if dev.get("energy_j") is not None
+            else f"energy n/a — {dev.get('energy_reason') or 'not measured'}"
+        )
+        power = f"{dev['mean_power_w']:.1f} W mean" if dev.get("mean_power_w") is not None else "power n/a"
+        util = (
+            f"util {dev['mean_util_ratio']:.0%} mean"
+            if dev.get("mean_util_ratio") is not None
+            else "util n/a"
+        )
+        console.print(
+            f"telemetry {dev.get('device')} ({escape(str(dev.get('name') or ''))}): {util}, {power}, {energy}"
+        )
+    cl = info.client
+    if cl:
+        console.print(
+            f"client CPU: {cl.get('cpu_util_ratio', 0):.0%} of one core "
+            f"({cl.get('cpu_user_s', 0) + cl.get('cpu_system_s', 0):.2f} s CPU over "
+            f"{cl.get('wall_s', 0):.2f} s)"
+        )
+    for w in [*srv.get("warnings", []), *cl.get("warnings", [])]:
+        console.print(f"[yellow]warning:[/yellow] {escape(w)}")
+    if s.get("aborted"):
+        console.print(f"[red]stopped:[/red] {escape(str(s['aborted']))}")
+    if s.get("interrupted"):
+        it = s["interrupted"]
+        console.print(
+            f"[yellow]interrupted by {it['signal']}:[/yellow] {it['finished_requests']} finished "
+            f"requests kept, {it['cancelled_in_flight']} in flight were cancelled"
+        )
+    console.print(f"run id: [bold]{info.id}[/bold]")
+
+
+def _run_torch(store: Any, *, progress: bool, **kwargs: Any) -> RunInfo:
+    """``--engine torch``: the in-process engine measures and records through the same RunWriter
+    (torch itself is imported by that module, lazily; without it the call says so in one line)."""
+    from gpuledger.engines.torch_engine import run_torch_bench
+
+    def phase(text: str) -> None:
+        if progress:
+            err_console.print(f"[dim]{escape(text)}[/dim]")
+
+    return run_torch_bench(store, on_phase=phase, **kwargs).run
+
+
+def bench(
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine", help="openai (vLLM, SGLang, llama.cpp, TGI, …), ollama, or torch (in-process)."
+        ),
+    ] = "openai",
+    base_url: Annotated[
+        str | None,
+        typer.Option(
+            "--base-url",
+            help=f"Server URL (default {DEFAULT_BASE_URLS['openai']} for openai, "
+            f"{DEFAULT_BASE_URLS['ollama']} for ollama).",
+        ),
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="Model name (default: the server's first).")
+    ] = None,
+    endpoint: Annotated[
+        str | None,
+        typer.Option(
+            "--endpoint", help="openai: completions (default) | chat; ollama: generate (default) | chat."
+        ),
+    ] = None,
+    dataset: Annotated[
+        str | None,
+        typer.Option(
+            "--dataset",
+            help="builtin | random | jsonl | sharegpt (default: random with --input-len, else builtin).",
+        ),
+    ] = None,
+    dataset_path: Annotated[
+        Path | None, typer.Option("--dataset-path", help="File for jsonl / sharegpt.")
+    ] = None,
+    input_len: Annotated[
+        int | None, typer.Option("--input-len", help="random: input tokens per request.")
+    ] = None,
+    output_len: Annotated[
+        int | None,
+        typer.Option(
+            "--output-len", help="Output tokens per request, forced where the server allows (ignore_eos)."
+        ),
+    ] = None,
+    range_ratio: Annotated[
+        float,
+        typer.Option(
+            "--range-ratio", help="random: lengths drawn uniformly within ±R of the given length (0 ≤ R < 1)."
+        ),
+    ] = 0.0,
+    concurrency: Annotated[
+        int | None,
+        typer.Option("--concurrency", help="Requests in flight (default 8); with --rate: the cap."),
+    ] = None,
+    rate: Annotated[
+        float | None, typer.Option("--rate", help="Poisson arrivals, requests per second.")
+    ] = None,
+    sweep: Annotated[
+        str | None, typer.Option("--sweep", help="Concurrencies to run in turn, e.g. 1,4,16,64.")
+    ] = None,
+    num_requests: Annotated[
+        int | None, typer.Option("--num-requests", help="Measured requests (per sweep stage; default 64).")
+    ] = None,
+    duration: Annotated[
+        float | None,
+        typer.Option(
+            "--duration", help="Seconds to send requests for (per sweep stage), instead of a count."
+        ),
+    ] = None,
+    warmup: Annotated[int, typer.Option("--warmup", help="Requests sent first and not measured.")] = 1,
+    seed: Annotated[int, typer.Option("--seed", help="Seed for prompt choice, lengths and arrivals.")] = 0,
+    slo: Annotated[
+        str | None,
+        typer.Option(
+            "--slo", help="Goodput limits, e.g. ttft_ms=500,tpot_ms=50 (keys: ttft_ms, tpot_ms, e2e_ms)."
+        ),
+    ] = None,
+    label: Annotated[str, typer.Option("--label", help="A label to find the run by.")] = "",
+    telemetry: Annotated[
+        bool, typer.Option("--telemetry/--no-telemetry", help="Sample GPU/CPU telemetry.")
+    ] = True,
+    telemetry_interval: Annotated[
+        float, typer.Option("--telemetry-interval", help="Seconds between readings.")
+    ] = 0.1,
+    request_timeout: Annotated[
+        float,
+        typer.Option("--request-timeout", help="Seconds one request may take before it counts as failed."),
+    ] = 300.0,
+    api_key_env: Annotated[
+        str,
+        typer.Option(
+            "--api-key-env", help="Environment variable holding the API key (sent as Bearer; never stored)."
+        ),
+    ] = "OPENAI_API_KEY",
+    device: Annotated[str | None, typer.Option("--device", help="torch only: auto | cpu | cuda.")] = None,
+    dtype: Annotated[
+        str | None, typer.Option("--dtype", help="torch only: auto | float32 | bfloat16 | float16.")
+    ] = None,
+    progress: Annotated[
+        bool, typer.Option("--progress/--no-progress", help="Live progress bar on stderr.")
+    ] = True,
+    db: DbOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Measure tokens/s, TTFT, TPOT, ITL and E2E of a server under load, with telemetry; store the run."""
+    from gpuledger.store import open_store
+
+    if engine not in ("openai", "ollama", "torch"):
+        raise UsageError(f"--engine must be openai, ollama or torch, got {engine!r}")
+    slo_limits = parse_slo(slo)
+    if engine != "torch" and (device is not None or dtype is not None):
+        raise UsageError("--device and --dtype are for --engine torch only")
+    show_progress = progress and err_console.is_terminal
+
+    if engine == "torch":
+        if base_url is not None or endpoint is not None or dataset is not None or dataset_path is not None:
+            raise UsageError(
+                "--engine torch runs in-process: --base-url, --endpoint and --dataset do not apply"
+            )
+        if rate is not None or sweep is not None or duration is not None:
+            raise UsageError("--engine torch supports --concurrency (the batch size) and --num-requests only")
+        if model is None:
+            raise UsageError("--engine torch needs --model (dummy:NAME, a directory, or a Hugging Face id)")
+        store = open_store(db)
+        try:
+            info = _run_torch(
+                store,
+                progress=show_progress,
+                model=model,
+                device=device or "auto",
+                dtype=dtype or "auto",
+                batch_size=concurrency or 1,
+                input_tokens=input_len or 128,
+                output_tokens=output_len or 128,
+                num_requests=num_requests,
+                warmup=warmup > 0,
+                seed=seed,
+                slo=slo_limits,
+                label=label,
+                telemetry=telemetry,
+                telemetry_interval_s=telemetry_interval,
+            )
+        finally:
+            store.close()
+        _emit(info, json_out)
+        return
+
+    ds_name = dataset or ("random" if input_len is not None else "builtin")
+    cfg = BenchConfig(
+        engine=engine,
+        base_url=base_url,
+        model=model,
+        endpoint=endpoint,
+        dataset=DatasetSpec(
+            name=ds_name,
+            path=dataset_path,
+            input_len=input_len,
+            output_len=output_len,
+            range_ratio=range_ratio,
+            seed=seed,
+        ),
+        load=LoadPattern(concurrency=concurrency, rate=rate, sweep=parse_sweep(sweep)),
+        num_requests=num_requests,
+        duration_s=duration,
+        warmup=warmup,
+        slo=slo_limits,
+        label=label,
+        telemetry=telemetry,
+        telemetry_interval_s=telemetry_interval,
+        request_timeout_s=request_timeout,
+        api_key_env=api_key_env,
+        seed=seed,
+    )
+    cfg.validate()  # every flag problem is exit 2 before anything is opened
+    store = open_store(db)
+    try:
+
+        def created(run_id: str) -> None:
+            if show_progress:
+                err_console.print(f"run [bold]{run_id}[/bold]: measuring…")
+
+        info = asyncio.run(run_bench_async(cfg, store, progress=show_progress, on_run_created=created))
+    finally:
+        store.close()
+    _emit(info, json_out)
+
+
+def _emit(info: RunInfo, json_out: bool) -> None:
+    if json_out:
+        print_json(info)
+    else:
+        render_run(info)
+    aborted = info.summary.get("aborted")
+    if aborted:
+        sys.stdout.flush()
+        raise EngineError(f"run {info.id} stopped and was kept as incomplete: {aborted}")
+    interrupted = info.summary.get("interrupted")
+    if interrupted:
+        sys.stdout.flush()
+        raise Interrupted(
+            f"{interrupted['signal']}: run {info.id} saved as incomplete with "
+            f"{interrupted['finished_requests']} finished requests"
+        )
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to ``app``."""
-    del app
+    """Add ``gpuledger bench`` to ``app``."""
+    app.command("bench")(bench)

@@ -1,0 +1,269 @@
+"""Ollama's native API: ``/api/generate`` and ``/api/chat`` streaming NDJSON, ``options.num_predict``.
+
+Ollama reports its own counts and durations on the final ``done: true`` line (``eval_count``,
+``eval_duration``, ``prompt_eval_count``, ``prompt_eval_duration``, ``load_duration``,
+``total_duration``, all durations in ns); they are kept per request in ``server_timings`` and compared
+with the client's timings in the summary. After the run ``/api/ps`` says where the model sits:
+``size_vram`` 0 means it ran on the CPU (seed §6: "Ollama falling back to CPU").
+"""
+
+from __future__ import annotations
+
+import asyncio
+from time import perf_counter
+from typing import Any
+
+import aiohttp
+import orjson
+
+from gpuledger.engines.base import CANNOT_CONNECT, GenRequest, GenResult, ServerInfo, Tokenizer
+from gpuledger.engines.openai import auth_headers, get_json, http_error_text, normalize_base_url, unreachable
+from gpuledger.engines.sse import OllamaStream
+from gpuledger.errors import EngineError
+
+_NS_TO_MS = 1e-6
+
+
+def ollama_timings(final: dict[str, Any]) -> dict[str, Any]:
+    """The ``done: true`` line's counters, kept as Ollama names them, plus normalised keys in ms."""
+    keys = (
+        "total_duration",
+        "load_duration",
+        "prompt_eval_count",
+        "prompt_eval_duration",
+        "eval_count",
+        "eval_duration",
+        "done_reason",
+    )
+    out: dict[str, Any] = {"server": "ollama"}
+    for k in keys:
+        if k in final:
+            out[k] = final[k]
+
+    def ms(key: str) -> float | None:
+        v = final.get(key)
+        return float(v) * _NS_TO_MS if isinstance(v, int | float) else None
+
+    load, prompt, decode, total = (
+        ms("load_duration"),
+        ms("prompt_eval_duration"),
+        ms("eval_duration"),
+        ms("total_duration"),
+    )
+    if load is not None:
+        out["load_ms"] = load
+    if prompt is not None:
+        out["prefill_ms"] = prompt
+    if decode is not None:
+        out["decode_ms"] = decode
+    if total is not None:
+        out["total_ms"] = total
+    if isinstance(final.get("eval_count"), int):
+        out["decode_tokens"] = final["eval_count"]
+    if isinstance(final.get("prompt_eval_count"), int):
+        out["prefill_tokens"] = final["prompt_eval_count"]
+    return out
+
+
+def placement(ps: dict[str, Any], model: str) -> dict[str, Any] | None:
+    """``model``'s ``/api/ps`` entry: size, size_vram, and the CPU/GPU split as ``ollama ps`` shows it."""
+    models = ps.get("models")
+    if not isinstance(models, list):
+        return None
+    wanted = {model, model if ":" in model else f"{model}:latest"}
+    for m in models:
+        if not isinstance(m, dict) or (m.get("name") not in wanted and m.get("model") not in wanted):
+            continue
+        size = m.get("size")
+        vram = m.get("size_vram")
+        out: dict[str, Any] = {
+            "name": m.get("name"),
+            "size_bytes": size,
+            "size_vram_bytes": vram,
+            "context_length": m.get("context_length"),
+        }
+        if isinstance(size, int) and isinstance(vram, int) and size > 0:
+            gpu = round(100 * vram / size)
+            out["gpu_ratio"] = vram / size
+            out["processor"] = (
+                "100% GPU" if gpu >= 100 else ("100% CPU" if vram == 0 else f"{100 - gpu}%/{gpu}% CPU/GPU")
+            )
+        return out
+    return None
+
+
+class OllamaEngine:
+    """``endpoint="generate"`` (``/api/generate``, default) or ``"chat"`` (``/api/chat``)."""
+
+    name = "ollama"
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str | None,
+        *,
+        endpoint: str = "generate",
+        api_key: str | None = None,
+        request_timeout_s: float = 300.0,
+    ) -> None:
+        if endpoint not in ("generate", "chat"):
+            raise EngineError(f"unknown Ollama endpoint {endpoint!r} (generate or chat)")
+        self.base_url = normalize_base_url(base_url)
+        self.model = model
+        self.endpoint = endpoint
+        self._chat = endpoint == "chat"
+        self._url = self.base_url + ("/api/chat" if self._chat else "/api/generate")
+        self._auth = auth_headers(api_key)
+        self._headers = {"Content-Type": "application/json", **self._auth}
+        self._timeout = aiohttp.ClientTimeout(total=request_timeout_s)
+        self._timeout_s = request_timeout_s
+        self._session: aiohttp.ClientSession | None = None
+        self.chunks_seen = 0
+
+    @property
+    def tokenizer(self) -> Tokenizer | None:
+        return None  # Ollama has no tokenizer endpoint; its counts come with every response
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            raise EngineError("engine used before open()")
+        return self._session
+
+    async def open(self, concurrency: int | None) -> ServerInfo:
+        connector = aiohttp.TCPConnector(limit=concurrency or 0, limit_per_host=0, ttl_dns_cache=None)
+        self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
+        try:
+            status, obj = await get_json(self._session, self.base_url + "/api/version", headers=self._auth)
+            tstatus, tags = await get_json(self._session, self.base_url + "/api/tags", headers=self._auth)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            await self.close()
+            raise unreachable(self.base_url, exc) from exc
+        if status != 200 or not isinstance(obj, dict) or "version" not in obj:
+            await self.close()
+            raise EngineError(
+                f"{self.base_url} does not answer like an Ollama server (GET /api/version: HTTP {status})",
+                hint="for vLLM, SGLang, llama.cpp or TGI use --engine openai",
+            )
+        info = ServerInfo(kind="ollama", version=str(obj["version"]), version_source="GET /api/version")
+        models: list[str] = []
+        if tstatus == 200 and isinstance(tags, dict) and isinstance(tags.get("models"), list):
+            models = [str(m.get("name")) for m in tags["models"] if isinstance(m, dict) and m.get("name")]
+        info.models = models
+        if self.model is None:
+            if not models:
+                await self.close()
+                raise EngineError(
+                    "the Ollama server has no model and --model was not given",
+                    hint="ollama pull MODEL, then pass --model MODEL",
+                )
+            self.model = models[0]
+        elif models and self.model not in models and f"{self.model}:latest" not in models:
+            await self.close()
+            raise EngineError(
+                f"model {self.model!r} is not on the Ollama server at {self.base_url}; "
+                f"it has: {', '.join(models)}",
+                hint=f"ollama pull {self.model}",
+            )
+        info.warnings.append(
+            "Ollama cannot force an output length (no ignore_eos): num_predict only caps it; "
+            "requested vs received lengths are compared in the summary"
+        )
+        return info
+
+    def _body(self, req: GenRequest) -> bytes:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "stream": True,
+            "options": {"num_predict": req.max_tokens},
+        }
+        if self._chat:
+            body["messages"] = req.as_messages()
+        else:
+            body["prompt"] = req.as_prompt()
+        return orjson.dumps(body)
+
+    async def generate(self, req: GenRequest) -> GenResult:
+        session = self.session
+        st = OllamaStream(self._chat)
+        error: str | None = None
+        data = self._body(req)
+        t_send = perf_counter()
+        try:
+            async with session.post(
+                self._url, data=data, headers=self._headers, timeout=self._timeout
+            ) as resp:
+                if resp.status != 200:
+                    error = http_error_text(resp.status, await resp.content.read(4096))
+                else:
+                    content = resp.content
+                    feed = st.feed
+                    while True:
+                        chunk = await content.readany()
+                        if not chunk:
+                            break
+                        self.chunks_seen += feed(chunk, perf_counter())
+                        if st.error is not None:
+                            break
+                    st.finish()
+                    error = st.error
+        except TimeoutError:
+            error = f"timeout: no complete response within {self._timeout_s:g} s"
+        except aiohttp.ClientPayloadError as exc:
+            error = f"stream cut: {exc}"
+        except aiohttp.ClientConnectorError as exc:
+            error = f"{CANNOT_CONNECT}: {exc}"
+        except aiohttp.ClientError as exc:
+            error = f"connection error: {exc or type(exc).__name__}"
+        t_end = perf_counter()
+        res = GenResult(
+            index=req.index,
+            t_send=t_send,
+            t_end=t_end,
+            chunk_times=st.chunk_times,
+            requested_output_tokens=req.max_tokens if req.fixed_output else None,
+            error=error,
+            stage=req.stage,
+            output_chars=st.output_chars,
+        )
+        final = st.final
+        if final is not None and isinstance(final.get("eval_count"), int):
+            res.server_timings = ollama_timings(final)
+            res.output_tokens = final["eval_count"]
+            pe = final.get("prompt_eval_count")
+            res.input_tokens = pe if isinstance(pe, int) else req.input_tokens_hint
+            res.token_source = "server_usage"
+        else:
+            res.output_tokens = len(st.chunk_times)
+            res.input_tokens = req.input_tokens_hint
+        return res
+
+    async def after_run(self) -> dict[str, Any]:
+        """Where the model sits now (``/api/ps``), with a warning when it is (partly) on the CPU."""
+        try:
+            status, ps = await get_json(self.session, self.base_url + "/api/ps", headers=self._auth)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            return {"placement_error": f"GET /api/ps failed: {exc or type(exc).__name__}"}
+        if status != 200 or not isinstance(ps, dict):
+            return {"placement_error": f"GET /api/ps: HTTP {status}"}
+        pl = placement(ps, self.model or "")
+        if pl is None:
+            return {"placement_error": f"model {self.model!r} not loaded according to /api/ps"}
+        out: dict[str, Any] = {"placement": pl}
+        vram = pl.get("size_vram_bytes")
+        if vram == 0:
+            out["warnings"] = [
+                f"Ollama ran {self.model} entirely on the CPU (/api/ps size_vram = 0): the GPU was not used"
+            ]
+        elif isinstance(pl.get("gpu_ratio"), float) and pl["gpu_ratio"] < 0.999:
+            out["warnings"] = [
+                f"Ollama split {self.model} between CPU and GPU ({pl['processor']}): "
+                "layers on the CPU slow every token"
+            ]
+        return out
+
+    async def close(self) -> None:
+        if self._session is not None:
+            session, self._session = self._session, None
+            await session.close()
+            await asyncio.sleep(0)
