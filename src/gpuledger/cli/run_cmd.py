@@ -1,10 +1,411 @@
-"""CLI commands (being written in this session; registers nothing yet)."""
+"""``gpuledger run``: the whole evaluation in one command.
+
+doctor (collect facts, diagnose, file in the ledger) → bench (in-process PyTorch engine on the best
+device this machine has; default model by device) → cost (profile from the detected hardware) →
+report (terminal summary + one HTML file). A piece that cannot be done is one line saying why, never
+a traceback; only a bench that cannot run at all ends the command with its exit code.
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
 import typer
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from gpuledger.cli.common import DbOpt, JsonOpt, console, err_console, print_json
+from gpuledger.errors import GpuledgerError, InvalidInputError, MissingDependencyError, UsageError
+
+if TYPE_CHECKING:
+    from gpuledger.cost import CostProfile
+    from gpuledger.engines.torch_engine import TorchBenchResult
+    from gpuledger.records import RunInfo
+    from gpuledger.store import Store
+
+NA = "n/a"
+
+
+class _Steps:
+    """One progress display on stderr: a spinner line per phase and a bar for requests."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.task: TaskID = progress.add_task("starting", total=None)
+
+    def phase(self, text: str) -> None:
+        self.progress.update(self.task, description=escape(text), total=None, completed=0)
+
+    def advance(self, done: int, total: int) -> None:
+        self.progress.update(self.task, total=total, completed=done)
+
+
+@contextmanager
+def _steps() -> Iterator[_Steps]:
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    ) as progress:
+        yield _Steps(progress)
+
+
+def _default_html_path(run_id: str) -> Path:
+    from gpuledger.store.engine import data_dir
+
+    return data_dir() / "reports" / f"run-{run_id}.html"
+
+
+def _doctor_step(store: Store, missing: list[str]) -> dict[str, Any] | None:
+    from gpuledger.doctor import run_doctor
+
+    try:
+        report = run_doctor()
+    except GpuledgerError as exc:
+        missing.append(f"doctor: could not run — {exc.message}")
+        return None
+    out: dict[str, Any] = {
+        "errors": report.errors,
+        "warnings": report.warnings,
+        "exit_code": report.exit_code,
+        "findings": [
+            {"id": f.id, "severity": f.severity, "title": f.title}
+            for f in report.findings
+            if f.severity in ("error", "warning")
+        ],
+        "stored_id": None,
+    }
+    try:
+        out["stored_id"] = store.add_doctor_run(report.record())
+    except GpuledgerError as exc:
+        missing.append(f"doctor: result not filed in the setup-labour ledger — {exc.message}")
+    return out
+
+
+def _cost_step(
+    store: Store, run: RunInfo, profile: CostProfile | None, missing: list[str]
+) -> dict[str, Any] | None:
+    from gpuledger.catalog import load_catalog
+    from gpuledger.cost import cost_of_run, default_profile_for
+
+    try:
+        catalog = load_catalog()
+        prof = profile if profile is not None else default_profile_for(run, catalog)
+        records = store.list_doctor_runs() if prof.from_doctor_history else None
+        cost = cost_of_run(run, prof, catalog=catalog, doctor_records=records)
+    except GpuledgerError as exc:
+        missing.append(f"cost: not computed — {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
+        return None
+    result = cost.to_dict()
+    try:
+        store.save_cost_evaluation(run.id, cost.profile.name, cost.profile.to_dict(), result)
+    except GpuledgerError as exc:
+        missing.append(f"cost: evaluation not saved — {exc.message}")
+    return result
+
+
+def _report_step(
+    store: Store, run: RunInfo, profile_name: str | None, html: Path | None, missing: list[str],
+    on_phase: Any,
+) -> str | None:
+    from gpuledger.report import build_report, render_html
+
+    target = html if html is not None else _default_html_path(run.id)
+    try:
+        data = build_report(store, [run.id], {"*": profile_name} if profile_name else None, progress=on_phase)
+        text = render_html(data)
+    except GpuledgerError as exc:
+        missing.append(f"report: not written — {exc.message}")
+        return None
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        missing.append(f"report: cannot write {target} — {exc.strerror or exc}")
+        return None
+    return str(target.resolve())
+
+
+def _block(summary: dict[str, Any], key: str) -> dict[str, Any]:
+    value = summary.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _on_device(d: dict[str, Any], device_type: str) -> bool:
+    """Is telemetry summary ``d`` about the device the run computed on (the CPU, or a GPU)?"""
+    vendor = d.get("vendor")
+    return vendor == "cpu" if device_type == "cpu" else vendor in ("nvidia", "amd")
+
+
+def _power(run: RunInfo, device_type: str, cost: dict[str, Any] | None) -> dict[str, Any]:
+    """Measured mean power over the window per device, or why there is none; plus what cost used."""
+    measured = [
+        {"device": d.get("device"), "name": d.get("name"), "mean_power_w": d.get("mean_power_w"),
+         "energy_j": d.get("energy_j"), "energy_method": d.get("energy_method"),
+         "reason": d.get("energy_reason") or (d.get("unavailable") or {}).get("power_w")}
+        for d in run.telemetry_summary
+        if _on_device(d, device_type)
+    ]
+    watts = [m["mean_power_w"] for m in measured if isinstance(m.get("mean_power_w"), int | float)]
+    out: dict[str, Any] = {
+        "measured_w": sum(watts) if watts else None,
+        "unit": "W",
+        "devices": measured,
+        "reason": None,
+        "priced_w": None,
+        "priced_source": None,
+        "priced_is_estimate": None,
+    }
+    if not watts:
+        reasons = sorted({str(m["reason"]) for m in measured if m.get("reason")})
+        out["reason"] = "; ".join(reasons) if reasons else "no telemetry source reported power for the device"
+    if cost is not None:
+        p = cost.get("power") or {}
+        out["priced_w"] = p.get("average_w")
+        out["priced_source"] = p.get("power_source")
+        out["priced_is_estimate"] = p.get("estimate")
+    return out
+
+
+def _money_key(cost: dict[str, Any], suffix: str) -> tuple[str | None, Any]:
+    for key, value in cost.items():
+        if key.endswith(suffix) and re.fullmatch(r"[a-z]{3}" + re.escape(suffix), key):
+            return key, value
+    return None, None
+
+
+def _document(
+    bench: TorchBenchResult, doctor: dict[str, Any] | None, cost: dict[str, Any] | None,
+    html: str | None, missing: list[str], reason: str, skipped: list[str],
+) -> dict[str, Any]:
+    run = bench.run
+    s = run.summary
+    ttft = _block(s, "ttft_ms")
+    tpot = _block(s, "tpot_ms")
+    telemetry_peak = [
+        {"device": d.get("device"), "peak_memory_bytes": d.get("peak_memory_bytes"),
+         "sources": d.get("sources")}
+        for d in run.telemetry_summary
+        if d.get("peak_memory_bytes") is not None and _on_device(d, bench.device.type)
+    ]
+    doc: dict[str, Any] = {
+        "run_id": run.id,
+        "status": run.status,
+        "model": bench.plan.to_dict(),
+        "model_choice": {"reason": reason, "skipped": skipped},
+        "device": bench.device.to_dict(),
+        "dtype": bench.dtype,
+        "workload": {**run.workload, "batch_size": run.config.get("batch_size")},
+        "doctor": doctor,
+        "metrics": {
+            "output_tokens_per_s": s.get("output_tokens_per_s"),
+            "total_tokens_per_s": s.get("total_tokens_per_s"),
+            "ttft_ms_p50": ttft.get("p50"),
+            "ttft_ms_mean": ttft.get("mean"),
+            "tpot_ms_p50": tpot.get("p50"),
+            "num_requests": s.get("num_requests"),
+            "window_s": s.get("window_s"),
+            "token_source": "engine (tokens generated by the in-process model)",
+        },
+        "memory": {
+            "estimate": bench.estimate.to_dict(),
+            "peak": bench.peak_memory.to_dict(),
+            "telemetry_peak": telemetry_peak,
+        },
+        "power": _power(run, bench.device.type, cost),
+        "cost": None,
+        "report_html": html,
+        "missing": missing,
+        "warnings": bench.warnings,
+    }
+    if cost is not None:
+        key, per_1m = _money_key(cost, "_per_1m_tokens")
+        hkey, per_hour = _money_key(cost, "_per_hour")
+        doc["cost"] = {
+            "currency": cost.get("currency"),
+            "profile": (cost.get("profile") or {}).get("name"),
+            "per_1m_tokens": per_1m,
+            "per_1m_tokens_key": key,
+            "per_hour": per_hour,
+            "per_hour_key": hkey,
+            "warnings": cost.get("warnings", []),
+            "document": cost,
+        }
+    return doc
+
+
+def _fmt(value: Any, spec: str, unit: str = "") -> str:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return NA
+    return f"{value:{spec}}{unit}"
+
+
+def _render(doc: dict[str, Any]) -> None:
+    from gpuledger.engines.torch_engine import gib
+
+    dev = doc["device"]
+    m = doc["metrics"]
+    wl = doc["workload"]
+    where = f"{dev['torch_device']}, torch {dev['torch_version']} {dev['build']}, {doc['dtype']}"
+    console.print(
+        f"[bold]gpuledger run[/bold] — {escape(doc['model']['name'])} on {escape(dev['name'])} "
+        f"({escape(where)})"
+    )
+    rows: list[tuple[str, str]] = []
+    d = doc["doctor"]
+    if d is not None:
+        worst = ", ".join(f"{f['severity']}: {f['title']}" for f in d["findings"][:3])
+        counts = f"{d['errors']} errors, {d['warnings']} warnings"
+        rows.append(("doctor", counts + (f" ({worst})" if worst else "")))
+    rows.append((
+        "workload",
+        f"{m['num_requests']} requests, batch {wl.get('batch_size')}, {wl.get('input_tokens')} tokens in / "
+        f"{wl.get('output_tokens')} out (token ids, fixed output length)",
+    ))
+    rows.append(("throughput", _fmt(m["output_tokens_per_s"], ".1f", " output tok/s")
+                 + f" ({_fmt(m['total_tokens_per_s'], '.1f', ' total tok/s')}; engine token count, "
+                 f"window {_fmt(m['window_s'], '.1f', ' s')})"))
+    ttft = f"p50 {_fmt(m['ttft_ms_p50'], '.0f', ' ms')} (mean {_fmt(m['ttft_ms_mean'], '.0f', ' ms')})"
+    rows.append(("TTFT", f"{ttft}; TPOT p50 {_fmt(m['tpot_ms_p50'], '.1f', ' ms')}"))
+    p = doc["power"]
+    if p["measured_w"] is not None:
+        power = f"{p['measured_w']:.0f} W mean, measured"
+    else:
+        power = f"not measured — {p['reason']}"
+    if p.get("priced_w") is not None:
+        est = " (an estimate)" if p.get("priced_is_estimate") else ""
+        power += f"; cost uses {p['priced_w']:.0f} W{est}: {p['priced_source']}"
+    rows.append(("power", power))
+    mem = doc["memory"]
+    peak = mem["peak"]
+    tele = "; ".join(
+        f"{t['device']} {gib(t['peak_memory_bytes'])} "
+        + ("machine-wide RAM in use" if t["device"] == "cpu" else "device memory in use")
+        + f" (telemetry: {', '.join(t['sources'] or [])})"
+        for t in mem["telemetry_peak"]
+    )
+    rows.append(("peak memory", f"{gib(peak['value'])} ({peak['source']}: {peak['method']})"
+                 + (f"; {tele}" if tele else "") + f"; estimate {gib(mem['estimate']['total_bytes'])}"))
+    c = doc["cost"]
+    if c is not None:
+        cur = c["currency"] or ""
+        rows.append(("cost", f"{_fmt(c['per_1m_tokens'], '.4g')} {cur} per 1M tokens "
+                     f"({_fmt(c['per_hour'], '.4g')} {cur}/hour; profile {c['profile']})"))
+    rows.append(("report", doc["report_html"] or NA))
+    rows.append(("run id", f"{doc['run_id']} ({doc['status']}) — gpuledger report {doc['run_id']} / "
+                 f"gpuledger cost {doc['run_id']}"))
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        console.print(f"  {k:<{width}}  {escape(v)}")
+    for w in doc["warnings"] + (c["warnings"] if c is not None else []):
+        console.print(f"  [yellow]warning:[/yellow] {escape(str(w))}")
+    for line in doc["missing"]:
+        console.print(f"  [yellow]missing:[/yellow] {escape(line)}")
+
+
+def run_cmd(
+    device: Annotated[
+        str, typer.Option("--device", help="auto (GPU if PyTorch can use one, else CPU), cpu or cuda "
+                          "(NVIDIA, or AMD with the ROCm build).")
+    ] = "auto",
+    model: Annotated[
+        str | None,
+        typer.Option("--model", help="dummy:NAME (built-in architecture, random weights: smollm2-135m, "
+                     "qwen2.5-0.5b, qwen2.5-7b, llama-3.1-8b) or a model folder / Hugging Face id. "
+                     "Default: chosen by device."),
+    ] = None,
+    dtype: Annotated[str, typer.Option("--dtype", help="auto (bf16 on GPUs that support it, fp32 on CPU), "
+                                       "bf16, fp16 or fp32.")] = "auto",
+    profile: Annotated[
+        str | None, typer.Option("--profile", help="Cost profile (preset name or YAML file). Default: from "
+                                 "the detected hardware via the catalog.")
+    ] = None,
+    html: Annotated[
+        Path | None, typer.Option("--html", help="Write the HTML report here (default: the data dir's "
+                                  "reports/run-ID.html).")
+    ] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="An even shorter run.")] = False,
+    memory_budget: Annotated[
+        float | None, typer.Option("--memory-budget", help="GiB the model may use (default: the device's "
+                                   "free memory).", min=0.0)
+    ] = None,
+    label: Annotated[str, typer.Option("--label", help="Label stored with the run.")] = "",
+    db: DbOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """The whole evaluation in one command: doctor → bench (in-process PyTorch) → cost → HTML report."""
+    from gpuledger.engines import torch_engine as te
+    from gpuledger.store import open_store
+
+    if device not in te.DEVICE_CHOICES:
+        raise UsageError(f"--device must be one of {', '.join(te.DEVICE_CHOICES)} (got {device!r})")
+    if html is not None and html.suffix.lower() not in (".html", ".htm"):
+        raise InvalidInputError(f"--html {html}: give a file name ending in .html")
+    budget = int(memory_budget * te.GIB) if memory_budget is not None else None
+    ok, why = te.torch_status()
+    if not ok:  # before minutes of doctoring: without torch there is nothing to measure in-process
+        raise MissingDependencyError(
+            why, hint="doctor, lock, bench against a server, cost, compare and report work without it"
+        )
+    prof = None
+    if profile is not None:
+        from gpuledger.cost import load_profile
+
+        prof = load_profile(profile)  # a bad --profile fails now, before minutes of measuring
+    missing: list[str] = []
+    store = open_store(db)
+    try:
+        with _steps() as steps:
+            steps.phase("choosing device and model")  # first: a model that cannot run fails at once
+            choice = te.choose_run(device, model, dtype, quick, budget)
+            steps.phase("doctor: collecting facts about the stack")
+            doctor = _doctor_step(store, missing)
+            shape = choice.workload
+            bench = te.run_torch_bench(
+                store,
+                model=choice.plan.spec,
+                plan=choice.plan,
+                device=device,
+                dtype=choice.dtype,
+                batch_size=shape.batch_size,
+                input_tokens=shape.input_tokens,
+                output_tokens=shape.output_tokens,
+                num_requests=shape.num_requests,
+                max_duration_s=shape.max_duration_s,
+                memory_budget_bytes=budget,
+                label=label or "gpuledger run",
+                on_phase=steps.phase,
+                on_progress=steps.advance,
+            )
+            steps.phase("cost")
+            cost = _cost_step(store, bench.run, prof, missing)
+            steps.phase("report")
+            html_path = _report_step(store, bench.run, profile, html, missing, steps.phase)
+    finally:
+        store.close()
+    doc = _document(bench, doctor, cost, html_path, missing, choice.reason, choice.skipped)
+    if json_out:
+        print_json(doc)
+    else:
+        _render(doc)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to ``app``."""
-    del app
+    """Add ``gpuledger run`` to ``app``."""
+    app.command("run")(run_cmd)

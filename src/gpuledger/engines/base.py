@@ -64,12 +64,14 @@ class GenResult:
     system_fingerprint: str | None = None
 
     def to_record(self, t0: float) -> RequestRecord:
+        """The stored record. ``t_end`` is the last content token's arrival when one arrived (E2E's
+        definition, so E2E reads the same with or without the chunk times), else the response's end."""
         times = [t - t0 for t in self.chunk_times]
         return RequestRecord(
             index=self.index,
             t_send=self.t_send - t0,
             t_first=times[0] if times else None,
-            t_end=self.t_end - t0,
+            t_end=times[-1] if times else self.t_end - t0,
             chunk_times=times,
             chunk_tokens=self.chunk_tokens,
             input_tokens=self.input_tokens,

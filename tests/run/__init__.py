@@ -1,0 +1,1 @@
+"""Tests of the in-process PyTorch engine and `gpuledger run`."""

@@ -1,0 +1,1 @@
+"""Helpers shared by several test areas (real artefacts built on the fly, never mocks)."""
