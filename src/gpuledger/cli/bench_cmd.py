@@ -11,20 +11,21 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from gpuledger.bench.metrics import parse_slo
-from gpuledger.bench.runner import BenchConfig, run_bench_async
 from gpuledger.cli.common import DbOpt, JsonOpt, console, err_console, print_json
-from gpuledger.engines import DEFAULT_BASE_URLS
 from gpuledger.errors import EngineError, Interrupted, UsageError
-from gpuledger.records import RunInfo
-from gpuledger.workload.datasets import DatasetSpec
-from gpuledger.workload.load import LoadPattern, parse_sweep
+
+if TYPE_CHECKING:
+    from gpuledger.records import RunInfo
+
+# The same defaults as gpuledger.engines.DEFAULT_BASE_URLS, kept literal here so that the CLI does not
+# import the HTTP stack just to print its help (tests/test_cli.py checks the two agree).
+DEFAULT_BASE_URLS = {"openai": "http://127.0.0.1:8000", "ollama": "http://127.0.0.1:11434"}
 
 
 def _num(v: Any, fmt: str = ".1f", unit: str = "") -> str:
@@ -271,6 +272,11 @@ def bench(
 
     if engine not in ("openai", "ollama", "torch"):
         raise UsageError(f"--engine must be openai, ollama or torch, got {engine!r}")
+    from gpuledger.bench.metrics import parse_slo
+    from gpuledger.bench.runner import BenchConfig, run_bench_async
+    from gpuledger.workload.datasets import DatasetSpec
+    from gpuledger.workload.load import LoadPattern, parse_sweep
+
     slo_limits = parse_slo(slo)
     if engine != "torch" and (device is not None or dtype is not None):
         raise UsageError("--device and --dtype are for --engine torch only")

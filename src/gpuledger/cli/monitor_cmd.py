@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -17,9 +17,12 @@ from rich.status import Status
 from rich.table import Table
 
 from gpuledger.cli.common import JsonOpt, console, err_console, print_json
-from gpuledger.monitor import Monitor, MonitorConfig, parse_duration, parse_listen
-from gpuledger.monitor.config import DEFAULT_LISTEN
-from gpuledger.monitor.state import MonitorState
+
+if TYPE_CHECKING:
+    from gpuledger.monitor.state import MonitorState
+
+# gpuledger.monitor.config.DEFAULT_LISTEN, literal so that `gpuledger --help` does not import the exporter.
+DEFAULT_LISTEN = "127.0.0.1:9835"
 
 
 def _log(line: str) -> None:
@@ -142,6 +145,8 @@ def monitor(
         "--root", hidden=True, help="Filesystem root for sysfs/procfs (tests).")] = Path("/"),
 ) -> None:
     """Serve GPU/CPU utilisation, memory, power, energy, temperature and live cost as Prometheus metrics."""
+    from gpuledger.monitor import Monitor, MonitorConfig, parse_duration, parse_listen
+
     host, port = parse_listen(listen, allow_remote=allow_remote)
     config = MonitorConfig(
         host=host, port=port, interval_s=parse_duration(interval, "--interval"), alert_util=alert_util,

@@ -1,0 +1,46 @@
+"""The console script as a user meets it: help, version, usage errors, and defaults that agree."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from gpuledger.cli.main import main
+
+COMMANDS = ("run", "doctor", "lock", "bench", "sample", "cost", "compare", "estimate", "gpus", "profiles",
+            "report", "monitor", "runs", "show", "export", "import", "delete")
+
+
+def test_every_command_of_the_users_path_is_registered() -> None:
+    proc = subprocess.run([sys.executable, "-m", "gpuledger.cli.main", "--help"], capture_output=True,
+                          text=True, timeout=120, env={"COLUMNS": "200", "PATH": ""})
+    assert proc.returncode == 0
+    for name in COMMANDS:
+        assert f" {name} " in proc.stdout, name
+
+
+def test_an_unknown_option_is_a_usage_error_with_exit_2_not_a_traceback() -> None:
+    proc = subprocess.run([sys.executable, "-m", "gpuledger.cli.main", "runs", "--bogus"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "No such option" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_version_is_printed() -> None:
+    assert main(["--version"]) == 0
+
+
+def test_the_cli_literal_defaults_agree_with_the_library() -> None:
+    from gpuledger.cli import bench_cmd, monitor_cmd
+    from gpuledger.engines import DEFAULT_BASE_URLS
+    from gpuledger.monitor.config import DEFAULT_LISTEN
+
+    assert bench_cmd.DEFAULT_BASE_URLS == DEFAULT_BASE_URLS
+    assert monitor_cmd.DEFAULT_LISTEN == DEFAULT_LISTEN
+
+
+def test_the_cli_does_not_import_the_http_stack_or_the_exporter_to_start() -> None:
+    heavy = "('aiohttp', 'gpuledger.monitor', 'plotly', 'torch')"
+    code = f"import sys, gpuledger.cli.main; print(sorted(m for m in {heavy} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout
+    assert out.strip() == "[]"
