@@ -30,7 +30,7 @@ LOCK_VERSION = 1
 DEFAULT_LOCK_FILE = "gpuledger.lock.json"
 # Keys derived from others (shown, hashed, but not diffed separately).
 DERIVED = frozenset({"driver", "gpu_count"})
-META = frozenset({"hash", "format", "version", "created_at", "machine"})
+META = frozenset({"hash", "format", "version", "created_at", "machine", "cpu"})
 
 
 def _version_parts(value: Any) -> tuple[int, ...]:

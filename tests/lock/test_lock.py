@@ -244,6 +244,9 @@ def test_fingerprint_has_the_keys_bench_stores(make_machine: Make) -> None:
         assert key in fp
     assert fp["hash"] == stack_hash(fp)
     assert fp["driver"] == "535.54.03"
+    # The host is named (the setup-labour ledger's machine, the CPU for pricing) but not hashed:
+    assert fp["machine"] and "logical_cpus" in fp["cpu"]
+    assert stack_hash({**fp, "machine": "elsewhere", "cpu": {"logical_cpus": 999}}) == fp["hash"]
 
 
 def test_fingerprint_reads_nvml_and_skips_a_slow_nvidia_smi(

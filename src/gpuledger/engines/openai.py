@@ -308,44 +308,60 @@ class OpenAIEngine:
         if req.fixed_output:
             if self._info.accepts_ignore_eos:
                 body["ignore_eos"] = True
-            if self._info.accepts_min_tokens:
+            elif self._info.accepts_min_tokens:
+                # Only without ignore_eos: vLLM lowers max_tokens to what fits the context, and a
+                # min_tokens above that turns a length the summary reports as a mismatch into a 400.
                 body["min_tokens"] = req.max_tokens
         return orjson.dumps(body)
 
     async def generate(self, req: GenRequest) -> GenResult:
+        """Send ``req`` and measure it. A pooled keep-alive connection that the server had already
+        closed (llama.cpp's server announces keep-alive but closes after each stream) fails before any
+        response arrives; that request is sent once more on a fresh connection, with ``t_send`` taken
+        again, so the failed write is neither an error nor part of its TTFT."""
         session = self.session
-        st = OpenAIStream(self._chat)
-        error: str | None = None
         data = self._body(req)
-        t_send = perf_counter()
-        try:
-            async with session.post(
-                self._url, data=data, headers=self._headers, timeout=self._timeout
-            ) as resp:
-                if resp.status != 200:
-                    error = http_error_text(resp.status, await resp.content.read(4096))
-                elif resp.content_type == "application/json":
-                    error = "the server answered without streaming (application/json): stream=true ignored"
-                else:
-                    content = resp.content
-                    feed = st.feed
-                    while True:
-                        chunk = await content.readany()
-                        if not chunk:
-                            break
-                        self.chunks_seen += feed(chunk, perf_counter())
-                        if st.error is not None:
-                            break
-                    st.finish()
-                    error = st.error
-        except TimeoutError:
-            error = f"timeout: no complete response within {self._timeout_s:g} s"
-        except aiohttp.ClientPayloadError as exc:
-            error = f"stream cut: {exc}"
-        except aiohttp.ClientConnectorError as exc:
-            error = f"{CANNOT_CONNECT}: {exc}"
-        except aiohttp.ClientError as exc:
-            error = f"connection error: {exc or type(exc).__name__}"
+        for attempt in (1, 2):
+            st = OpenAIStream(self._chat)
+            error: str | None = None
+            responded = False
+            t_send = perf_counter()
+            try:
+                async with session.post(
+                    self._url, data=data, headers=self._headers, timeout=self._timeout
+                ) as resp:
+                    responded = True
+                    if resp.status != 200:
+                        error = http_error_text(resp.status, await resp.content.read(4096))
+                    elif resp.content_type == "application/json":
+                        error = (
+                            "the server answered without streaming (application/json): stream=true ignored"
+                        )
+                    else:
+                        content = resp.content
+                        feed = st.feed
+                        while True:
+                            chunk = await content.readany()
+                            if not chunk:
+                                break
+                            self.chunks_seen += feed(chunk, perf_counter())
+                            if st.error is not None:
+                                break
+                        st.finish()
+                        error = st.error
+            except TimeoutError:
+                error = f"timeout: no complete response within {self._timeout_s:g} s"
+            except aiohttp.ClientPayloadError as exc:
+                error = f"stream cut: {exc}"
+            except aiohttp.ClientConnectorError as exc:
+                error = f"{CANNOT_CONNECT}: {exc}"
+            except aiohttp.ClientConnectionError as exc:
+                if attempt == 1 and not responded:
+                    continue  # a stale pooled connection: send again on a fresh one
+                error = f"connection error: {exc or type(exc).__name__}"
+            except aiohttp.ClientError as exc:
+                error = f"connection error: {exc or type(exc).__name__}"
+            break
         t_end = perf_counter()
         return await self._result(req, st, t_send, t_end, error)
 
