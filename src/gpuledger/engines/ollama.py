@@ -16,8 +16,14 @@ from typing import Any
 import aiohttp
 import orjson
 
-from gpuledger.engines.base import CANNOT_CONNECT, GenRequest, GenResult, ServerInfo, Tokenizer
-from gpuledger.engines.openai import auth_headers, get_json, http_error_text, normalize_base_url, unreachable
+from gpuledger.engines.base import GenRequest, GenResult, ServerInfo, Tokenizer
+from gpuledger.engines.openai import (
+    auth_headers,
+    get_json,
+    normalize_base_url,
+    post_stream,
+    unreachable,
+)
 from gpuledger.engines.sse import OllamaStream
 from gpuledger.errors import EngineError
 
@@ -184,37 +190,10 @@ class OllamaEngine:
         return orjson.dumps(body)
 
     async def generate(self, req: GenRequest) -> GenResult:
-        session = self.session
-        st = OllamaStream(self._chat)
-        error: str | None = None
-        data = self._body(req)
-        t_send = perf_counter()
-        try:
-            async with session.post(
-                self._url, data=data, headers=self._headers, timeout=self._timeout
-            ) as resp:
-                if resp.status != 200:
-                    error = http_error_text(resp.status, await resp.content.read(4096))
-                else:
-                    content = resp.content
-                    feed = st.feed
-                    while True:
-                        chunk = await content.readany()
-                        if not chunk:
-                            break
-                        self.chunks_seen += feed(chunk, perf_counter())
-                        if st.error is not None:
-                            break
-                    st.finish()
-                    error = st.error
-        except TimeoutError:
-            error = f"timeout: no complete response within {self._timeout_s:g} s"
-        except aiohttp.ClientPayloadError as exc:
-            error = f"stream cut: {exc}"
-        except aiohttp.ClientConnectorError as exc:
-            error = f"{CANNOT_CONNECT}: {exc}"
-        except aiohttp.ClientError as exc:
-            error = f"connection error: {exc or type(exc).__name__}"
+        st, t_send, error = await post_stream(
+            self, self.session, self._url, self._body(req), self._headers, self._timeout, self._timeout_s,
+            lambda: OllamaStream(self._chat), require_stream=False,
+        )
         t_end = perf_counter()
         res = GenResult(
             index=req.index,

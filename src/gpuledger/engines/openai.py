@@ -10,8 +10,9 @@ server's own tokenizer endpoint (vLLM and llama.cpp ``/tokenize``); else the cli
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from time import perf_counter
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import aiohttp
 import orjson
@@ -61,6 +62,83 @@ def http_error_text(status: int, body: bytes) -> str:
     if len(msg) > 300:
         msg = msg[:300] + "…"
     return f"HTTP {status}: {msg}"
+
+
+class StreamParser(Protocol):
+    """What ``post_stream`` feeds: an SSE or NDJSON parser (``gpuledger.engines.sse``)."""
+
+    error: str | None
+
+    def feed(self, data: bytes, now: float) -> int: ...
+
+    def finish(self) -> None: ...
+
+
+class ChunkCounter(Protocol):
+    chunks_seen: int
+
+
+P = TypeVar("P", bound=StreamParser)
+
+
+async def post_stream(
+    owner: ChunkCounter,
+    session: aiohttp.ClientSession,
+    url: str,
+    data: bytes,
+    headers: dict[str, str],
+    timeout: aiohttp.ClientTimeout,
+    timeout_s: float,
+    new_parser: Callable[[], P],
+    *,
+    require_stream: bool,
+) -> tuple[P, float, str | None]:
+    """POST ``data`` and feed the streamed body to a fresh parser, one ``perf_counter()`` per network
+    read (chunks that arrive in one read did arrive together). Returns the parser, the send time and
+    the request's error text (None when it succeeded); ``owner.chunks_seen`` counts content chunks live.
+
+    A pooled keep-alive connection that the server had already closed (llama.cpp's server announces
+    keep-alive but closes after each stream) fails before any response arrives; such a request is sent
+    once more on a fresh connection with ``t_send`` taken again, so the failed write is neither an error
+    nor part of its TTFT."""
+    for attempt in (1, 2):
+        parser = new_parser()
+        error: str | None = None
+        responded = False
+        t_send = perf_counter()
+        try:
+            async with session.post(url, data=data, headers=headers, timeout=timeout) as resp:
+                responded = True
+                if resp.status != 200:
+                    error = http_error_text(resp.status, await resp.content.read(4096))
+                elif require_stream and resp.content_type == "application/json":
+                    error = "the server answered without streaming (application/json): stream=true ignored"
+                else:
+                    content = resp.content
+                    feed = parser.feed
+                    while True:
+                        chunk = await content.readany()
+                        if not chunk:
+                            break
+                        owner.chunks_seen += feed(chunk, perf_counter())
+                        if parser.error is not None:
+                            break
+                    parser.finish()
+                    error = parser.error
+        except TimeoutError:
+            error = f"timeout: no complete response within {timeout_s:g} s"
+        except aiohttp.ClientPayloadError as exc:
+            error = f"stream cut: {exc}"
+        except aiohttp.ClientConnectorError as exc:
+            error = f"{CANNOT_CONNECT}: {exc}"
+        except aiohttp.ClientConnectionError as exc:
+            if attempt == 1 and not responded:
+                continue  # a stale pooled connection: send again on a fresh one
+            error = f"connection error: {exc or type(exc).__name__}"
+        except aiohttp.ClientError as exc:
+            error = f"connection error: {exc or type(exc).__name__}"
+        return parser, t_send, error
+    raise AssertionError("unreachable: the second attempt always returns")
 
 
 def auth_headers(api_key: str | None) -> dict[str, str]:
@@ -315,53 +393,10 @@ class OpenAIEngine:
         return orjson.dumps(body)
 
     async def generate(self, req: GenRequest) -> GenResult:
-        """Send ``req`` and measure it. A pooled keep-alive connection that the server had already
-        closed (llama.cpp's server announces keep-alive but closes after each stream) fails before any
-        response arrives; that request is sent once more on a fresh connection, with ``t_send`` taken
-        again, so the failed write is neither an error nor part of its TTFT."""
-        session = self.session
-        data = self._body(req)
-        for attempt in (1, 2):
-            st = OpenAIStream(self._chat)
-            error: str | None = None
-            responded = False
-            t_send = perf_counter()
-            try:
-                async with session.post(
-                    self._url, data=data, headers=self._headers, timeout=self._timeout
-                ) as resp:
-                    responded = True
-                    if resp.status != 200:
-                        error = http_error_text(resp.status, await resp.content.read(4096))
-                    elif resp.content_type == "application/json":
-                        error = (
-                            "the server answered without streaming (application/json): stream=true ignored"
-                        )
-                    else:
-                        content = resp.content
-                        feed = st.feed
-                        while True:
-                            chunk = await content.readany()
-                            if not chunk:
-                                break
-                            self.chunks_seen += feed(chunk, perf_counter())
-                            if st.error is not None:
-                                break
-                        st.finish()
-                        error = st.error
-            except TimeoutError:
-                error = f"timeout: no complete response within {self._timeout_s:g} s"
-            except aiohttp.ClientPayloadError as exc:
-                error = f"stream cut: {exc}"
-            except aiohttp.ClientConnectorError as exc:
-                error = f"{CANNOT_CONNECT}: {exc}"
-            except aiohttp.ClientConnectionError as exc:
-                if attempt == 1 and not responded:
-                    continue  # a stale pooled connection: send again on a fresh one
-                error = f"connection error: {exc or type(exc).__name__}"
-            except aiohttp.ClientError as exc:
-                error = f"connection error: {exc or type(exc).__name__}"
-            break
+        st, t_send, error = await post_stream(
+            self, self.session, self._url, self._body(req), self._headers, self._timeout, self._timeout_s,
+            lambda: OpenAIStream(self._chat), require_stream=True,
+        )
         t_end = perf_counter()
         return await self._result(req, st, t_send, t_end, error)
 
