@@ -152,9 +152,11 @@ class Monitor:
         # Our own pool: a read that hangs in a driver must not keep the process from exiting.
         pool = ThreadPoolExecutor(max_workers=len(self.sources) + 1, thread_name_prefix="gpuledger-monitor")
         installed: list[signal.Signals] = []
-        if handle_signals and threading.current_thread() is threading.main_thread():
+        # asyncio signal handlers exist on Unix event loops only (Windows' loop has none).
+        on_main = threading.current_thread() is threading.main_thread()
+        if handle_signals and on_main and sys.platform != "win32":
             for sig in (signal.SIGINT, signal.SIGTERM):
-                with contextlib.suppress(NotImplementedError, RuntimeError):
+                with contextlib.suppress(RuntimeError):
                     loop.add_signal_handler(sig, stop.set)
                     installed.append(sig)
         watcher = loop.run_in_executor(pool, self._stop.wait)
