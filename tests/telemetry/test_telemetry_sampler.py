@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 import types
 from collections.abc import Callable
@@ -63,8 +64,12 @@ def test_sampler_on_a_thread_returns_samples_relative_to_t0(tmp_path: Path) -> N
     t0 = time.monotonic()
     sampler = BackgroundSampler(sources, interval_s=0.05, t0=t0).start()
     time.sleep(0.2)
-    (zone / "energy_uj").write_text("3500000\n")  # +2.5 J
-    time.sleep(1.0)  # many intervals: the thread reads the new value even on a busy CI machine
+    # +2.5 J, replaced atomically as sysfs reads are: a plain write_text truncates first, and a read
+    # that lands in between sees an empty file (a vanished zone), which drops RAPL from the window.
+    tmp = zone / "energy_uj.new"
+    tmp.write_text("3500000\n")
+    os.replace(tmp, zone / "energy_uj")
+    time.sleep(0.5)
     samples = sampler.stop()
     assert samples and all(0.0 <= s.t <= time.monotonic() - t0 for s in samples)
     assert {s.metric for s in samples} >= {"energy_j", "cpu_util_ratio", "ram_used_bytes", "ram_total_bytes"}
