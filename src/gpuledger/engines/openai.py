@@ -79,6 +79,9 @@ class ChunkCounter(Protocol):
 
 
 P = TypeVar("P", bound=StreamParser)
+# Each failed write discards one stale pooled connection; a few resends cover a pool that went stale
+# at once (the write fails at once, so a resend costs no measurable time and t_send is taken again).
+STALE_RETRIES = 4
 
 
 async def post_stream(
@@ -99,9 +102,9 @@ async def post_stream(
 
     A pooled keep-alive connection that the server had already closed (llama.cpp's server announces
     keep-alive but closes after each stream) fails before any response arrives; such a request is sent
-    once more on a fresh connection with ``t_send`` taken again, so the failed write is neither an error
-    nor part of its TTFT."""
-    for attempt in (1, 2):
+    again (up to ``STALE_RETRIES`` times) with ``t_send`` taken again, so the failed write is neither an
+    error nor part of its TTFT."""
+    for attempt in range(1, STALE_RETRIES + 2):
         parser = new_parser()
         error: str | None = None
         responded = False
@@ -132,13 +135,13 @@ async def post_stream(
         except aiohttp.ClientConnectorError as exc:
             error = f"{CANNOT_CONNECT}: {exc}"
         except aiohttp.ClientConnectionError as exc:
-            if attempt == 1 and not responded:
-                continue  # a stale pooled connection: send again on a fresh one
+            if attempt <= STALE_RETRIES and not responded:
+                continue  # a stale pooled connection (dropped from the pool now): send again
             error = f"connection error: {exc or type(exc).__name__}"
         except aiohttp.ClientError as exc:
             error = f"connection error: {exc or type(exc).__name__}"
         return parser, t_send, error
-    raise AssertionError("unreachable: the second attempt always returns")
+    raise AssertionError("unreachable: the last attempt always returns")
 
 
 def auth_headers(api_key: str | None) -> dict[str, str]:
@@ -365,6 +368,10 @@ class OpenAIEngine:
             raise EngineError(
                 f"model {self.model!r} is not served at {self.base_url}; it serves: {', '.join(models)}"
             )
+        if info.kind == "llamacpp":
+            # llama-server closes the connection after each stream while announcing keep-alive: do not
+            # pool connections it is about to close (each request opens its own, as it would anyway).
+            self._headers = {**self._headers, "Connection": "close"}
         if info.accepts_continuous_usage:
             self._stream_options = {"include_usage": True, "continuous_usage_stats": True}
         if info.tokenizer_endpoint:
