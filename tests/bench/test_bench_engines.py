@@ -12,8 +12,9 @@ import pytest
 from stream_server import Scenario, StreamServer
 
 from gpuledger.engines import GenRequest, GenResult, ServerInfo, make_engine
+from gpuledger.engines.http import http_error_text, normalize_base_url
 from gpuledger.engines.ollama import OllamaEngine, placement
-from gpuledger.engines.openai import OpenAIEngine, http_error_text, normalize_base_url
+from gpuledger.engines.openai import OpenAIEngine
 from gpuledger.errors import EngineError
 
 Serve = Callable[..., StreamServer]

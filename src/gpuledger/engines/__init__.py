@@ -28,7 +28,7 @@ def make_engine(
         return OpenAIEngine(
             base_url,
             model,
-            endpoint=endpoint or "completions",
+            endpoint=endpoint,
             api_key=api_key,
             request_timeout_s=request_timeout_s,
         )
@@ -38,7 +38,7 @@ def make_engine(
         return OllamaEngine(
             base_url,
             model,
-            endpoint=endpoint or "generate",
+            endpoint=endpoint,
             api_key=api_key,
             request_timeout_s=request_timeout_s,
         )

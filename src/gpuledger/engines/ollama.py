@@ -9,7 +9,6 @@ with the client's timings in the summary. After the run ``/api/ps`` says where t
 
 from __future__ import annotations
 
-import asyncio
 from time import perf_counter
 from typing import Any
 
@@ -17,15 +16,8 @@ import aiohttp
 import orjson
 
 from gpuledger.engines.base import GenRequest, GenResult, ServerInfo, Tokenizer
-from gpuledger.engines.openai import (
-    auth_headers,
-    get_json,
-    normalize_base_url,
-    post_stream,
-    unreachable,
-)
+from gpuledger.engines.http import HttpEngine, get_json
 from gpuledger.engines.sse import OllamaStream
-from gpuledger.errors import EngineError
 
 _NS_TO_MS = 1e-6
 
@@ -98,56 +90,23 @@ def placement(ps: dict[str, Any], model: str) -> dict[str, Any] | None:
     return None
 
 
-class OllamaEngine:
+class OllamaEngine(HttpEngine):
     """``endpoint="generate"`` (``/api/generate``, default) or ``"chat"`` (``/api/chat``)."""
 
     name = "ollama"
-
-    def __init__(
-        self,
-        base_url: str,
-        model: str | None,
-        *,
-        endpoint: str = "generate",
-        api_key: str | None = None,
-        request_timeout_s: float = 300.0,
-    ) -> None:
-        if endpoint not in ("generate", "chat"):
-            raise EngineError(f"unknown Ollama endpoint {endpoint!r} (generate or chat)")
-        self.base_url = normalize_base_url(base_url)
-        self.model = model
-        self.endpoint = endpoint
-        self._chat = endpoint == "chat"
-        self._url = self.base_url + ("/api/chat" if self._chat else "/api/generate")
-        self._auth = auth_headers(api_key)
-        self._headers = {"Content-Type": "application/json", **self._auth}
-        self._timeout = aiohttp.ClientTimeout(total=request_timeout_s)
-        self._timeout_s = request_timeout_s
-        self._session: aiohttp.ClientSession | None = None
-        self.chunks_seen = 0
+    label = "Ollama"
+    paths = {"generate": "/api/generate", "chat": "/api/chat"}
 
     @property
     def tokenizer(self) -> Tokenizer | None:
         return None  # Ollama has no tokenizer endpoint; its counts come with every response
 
-    @property
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            raise EngineError("engine used before open()")
-        return self._session
-
     async def open(self, concurrency: int | None) -> ServerInfo:
-        connector = aiohttp.TCPConnector(limit=concurrency or 0, limit_per_host=0, ttl_dns_cache=None)
-        self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
-        try:
-            status, obj = await get_json(self._session, self.base_url + "/api/version", headers=self._auth)
-            tstatus, tags = await get_json(self._session, self.base_url + "/api/tags", headers=self._auth)
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            await self.close()
-            raise unreachable(self.base_url, exc) from exc
+        self.open_session(concurrency)
+        status, obj = await self.probe("/api/version")
+        tstatus, tags = await self.probe("/api/tags")
         if status != 200 or not isinstance(obj, dict) or "version" not in obj:
-            await self.close()
-            raise EngineError(
+            raise await self.refuse(
                 f"{self.base_url} does not answer like an Ollama server (GET /api/version: HTTP {status})",
                 hint="for vLLM, SGLang, llama.cpp or TGI use --engine openai",
             )
@@ -158,15 +117,13 @@ class OllamaEngine:
         info.models = models
         if self.model is None:
             if not models:
-                await self.close()
-                raise EngineError(
+                raise await self.refuse(
                     "the Ollama server has no model and --model was not given",
                     hint="ollama pull MODEL, then pass --model MODEL",
                 )
             self.model = models[0]
         elif models and self.model not in models and f"{self.model}:latest" not in models:
-            await self.close()
-            raise EngineError(
+            raise await self.refuse(
                 f"model {self.model!r} is not on the Ollama server at {self.base_url}; "
                 f"it has: {', '.join(models)}",
                 hint=f"ollama pull {self.model}",
@@ -190,9 +147,9 @@ class OllamaEngine:
         return orjson.dumps(body)
 
     async def generate(self, req: GenRequest) -> GenResult:
-        st, t_send, error = await post_stream(
-            self, self.session, self._url, self._body(req), self._headers, self._timeout, self._timeout_s,
-            lambda: OllamaStream(self._chat), require_stream=False,
+        chat = self._chat
+        st, t_send, error = await self.post_stream(
+            self._body(req), lambda: OllamaStream(chat), require_stream=False
         )
         t_end = perf_counter()
         res = GenResult(
@@ -240,9 +197,3 @@ class OllamaEngine:
                 "layers on the CPU slow every token"
             ]
         return out
-
-    async def close(self) -> None:
-        if self._session is not None:
-            session, self._session = self._session, None
-            await session.close()
-            await asyncio.sleep(0)

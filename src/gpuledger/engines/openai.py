@@ -9,170 +9,21 @@ server's own tokenizer endpoint (vLLM and llama.cpp ``/tokenize``); else the cli
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
 from time import perf_counter
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
 import aiohttp
 import orjson
 
-from gpuledger.engines.base import CANNOT_CONNECT, GenRequest, GenResult, ServerInfo, Tokenizer
+from gpuledger.engines.base import GenRequest, GenResult, ServerInfo, Tokenizer
+from gpuledger.engines.http import PROBE_TIMEOUT_S, HttpEngine, get_json, http_error_text
 from gpuledger.engines.sse import OpenAIStream
 from gpuledger.errors import EngineError
-
-PROBE_TIMEOUT_S = 10.0
-_JSON_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 
 # Servers that honour the length-control and usage extensions (checked against their APIs).
 _IGNORE_EOS = {"vllm", "sglang", "llamacpp"}
 _MIN_TOKENS = {"vllm", "sglang"}
 _CONTINUOUS_USAGE = {"vllm", "sglang"}
-
-
-def normalize_base_url(url: str) -> str:
-    """``http://h:8000/v1/`` → ``http://h:8000``: endpoints are appended with their full path."""
-    u = url.strip().rstrip("/")
-    if u.endswith("/v1"):
-        u = u[:-3]
-    if not u.startswith(("http://", "https://")):
-        raise EngineError(f"--base-url must start with http:// or https://, got {url!r}")
-    return u
-
-
-def http_error_text(status: int, body: bytes) -> str:
-    """One line for an HTTP error response: the server's own message when it sent JSON."""
-    msg: str | None = None
-    try:
-        obj = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        obj = None
-    if isinstance(obj, dict):
-        err = obj.get("error", obj)
-        if isinstance(err, dict):
-            m = err.get("message") or err.get("detail") or err.get("msg")
-            msg = str(m) if m is not None else None
-        elif err is not None:
-            msg = str(err)
-        if msg is None and "detail" in obj:
-            msg = str(obj["detail"])
-    if msg is None:
-        msg = body[:200].decode("utf-8", "replace").strip() or "(empty body)"
-    msg = " ".join(msg.split())
-    if len(msg) > 300:
-        msg = msg[:300] + "…"
-    return f"HTTP {status}: {msg}"
-
-
-class StreamParser(Protocol):
-    """What ``post_stream`` feeds: an SSE or NDJSON parser (``gpuledger.engines.sse``)."""
-
-    error: str | None
-
-    def feed(self, data: bytes, now: float) -> int: ...
-
-    def finish(self) -> None: ...
-
-
-class ChunkCounter(Protocol):
-    chunks_seen: int
-
-
-P = TypeVar("P", bound=StreamParser)
-# Each failed write discards one stale pooled connection; a few resends cover a pool that went stale
-# at once (the write fails at once, so a resend costs no measurable time and t_send is taken again).
-STALE_RETRIES = 4
-
-
-async def post_stream(
-    owner: ChunkCounter,
-    session: aiohttp.ClientSession,
-    url: str,
-    data: bytes,
-    headers: dict[str, str],
-    timeout: aiohttp.ClientTimeout,
-    timeout_s: float,
-    new_parser: Callable[[], P],
-    *,
-    require_stream: bool,
-) -> tuple[P, float, str | None]:
-    """POST ``data`` and feed the streamed body to a fresh parser, one ``perf_counter()`` per network
-    read (chunks that arrive in one read did arrive together). Returns the parser, the send time and
-    the request's error text (None when it succeeded); ``owner.chunks_seen`` counts content chunks live.
-
-    A pooled keep-alive connection that the server had already closed (llama.cpp's server announces
-    keep-alive but closes after each stream) fails before any response arrives; such a request is sent
-    again (up to ``STALE_RETRIES`` times) with ``t_send`` taken again, so the failed write is neither an
-    error nor part of its TTFT."""
-    for attempt in range(1, STALE_RETRIES + 2):
-        parser = new_parser()
-        error: str | None = None
-        responded = False
-        t_send = perf_counter()
-        try:
-            async with session.post(url, data=data, headers=headers, timeout=timeout) as resp:
-                responded = True
-                if resp.status != 200:
-                    error = http_error_text(resp.status, await resp.content.read(4096))
-                elif require_stream and resp.content_type == "application/json":
-                    error = "the server answered without streaming (application/json): stream=true ignored"
-                else:
-                    content = resp.content
-                    feed = parser.feed
-                    while True:
-                        chunk = await content.readany()
-                        if not chunk:
-                            break
-                        owner.chunks_seen += feed(chunk, perf_counter())
-                        if parser.error is not None:
-                            break
-                    parser.finish()
-                    error = parser.error
-        except TimeoutError:
-            error = f"timeout: no complete response within {timeout_s:g} s"
-        except aiohttp.ClientPayloadError as exc:
-            error = f"stream cut: {exc}"
-        except aiohttp.ClientConnectorError as exc:
-            error = f"{CANNOT_CONNECT}: {exc}"
-        except aiohttp.ClientConnectionError as exc:
-            if attempt <= STALE_RETRIES and not responded:
-                continue  # a stale pooled connection (dropped from the pool now): send again
-            error = f"connection error: {exc or type(exc).__name__}"
-        except aiohttp.ClientError as exc:
-            error = f"connection error: {exc or type(exc).__name__}"
-        return parser, t_send, error
-    raise AssertionError("unreachable: the last attempt always returns")
-
-
-def auth_headers(api_key: str | None) -> dict[str, str]:
-    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
-
-
-async def get_json(
-    session: aiohttp.ClientSession,
-    url: str,
-    *,
-    headers: dict[str, str] | None = None,
-    timeout_s: float = PROBE_TIMEOUT_S,
-) -> tuple[int, Any]:
-    """GET ``url`` → (status, parsed JSON or None). Connection problems raise ``aiohttp.ClientError``
-    / ``TimeoutError`` to the caller, who knows whether they are fatal."""
-    async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
-        body = await resp.read()
-        if resp.status != 200:
-            return resp.status, None
-        try:
-            return resp.status, orjson.loads(body)
-        except orjson.JSONDecodeError:
-            return resp.status, None
-
-
-def unreachable(base_url: str, exc: BaseException) -> EngineError:
-    what = "timed out" if isinstance(exc, TimeoutError) else (str(exc) or type(exc).__name__)
-    return EngineError(
-        f"cannot reach the inference server at {base_url}: {what}",
-        hint="is the server running and listening there? check --base-url",
-    )
 
 
 class ServerTokenizer:
@@ -290,59 +141,40 @@ async def identify_server(
     return info
 
 
-class OpenAIEngine:
-    """``/v1/completions`` (``endpoint="completions"``) or ``/v1/chat/completions`` (``"chat"``)."""
+class OpenAIEngine(HttpEngine):
+    """``/v1/completions`` (``endpoint="completions"``, default) or ``/v1/chat/completions`` (``"chat"``)."""
 
     name = "openai"
+    label = "OpenAI"
+    paths = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+    accept = "text/event-stream"
 
     def __init__(
         self,
         base_url: str,
         model: str | None,
         *,
-        endpoint: str = "completions",
+        endpoint: str | None = None,
         api_key: str | None = None,
         request_timeout_s: float = 300.0,
     ) -> None:
-        if endpoint not in ("completions", "chat"):
-            raise EngineError(f"unknown OpenAI endpoint {endpoint!r} (completions or chat)")
-        self.base_url = normalize_base_url(base_url)
-        self.model = model
-        self.endpoint = endpoint
-        self._chat = endpoint == "chat"
-        self._url = self.base_url + ("/v1/chat/completions" if self._chat else "/v1/completions")
-        self._headers = {**_JSON_HEADERS, **auth_headers(api_key)}
-        self._auth = auth_headers(api_key)
-        self._timeout = aiohttp.ClientTimeout(total=request_timeout_s)
-        self._timeout_s = request_timeout_s
-        self._session: aiohttp.ClientSession | None = None
+        super().__init__(
+            base_url, model, endpoint=endpoint, api_key=api_key, request_timeout_s=request_timeout_s
+        )
         self._info = ServerInfo()
         self._tokenizer: ServerTokenizer | None = None
         self._stream_options: dict[str, bool] = {"include_usage": True}
-        self.chunks_seen = 0
         self.fingerprint: str | None = None
 
     @property
     def tokenizer(self) -> Tokenizer | None:
         return self._tokenizer
 
-    @property
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            raise EngineError("engine used before open()")
-        return self._session
-
     async def open(self, concurrency: int | None) -> ServerInfo:
-        connector = aiohttp.TCPConnector(limit=concurrency or 0, limit_per_host=0, ttl_dns_cache=None)
-        self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
-        try:
-            status, obj = await get_json(self._session, self.base_url + "/v1/models", headers=self._auth)
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            await self.close()
-            raise unreachable(self.base_url, exc) from exc
+        session = self.open_session(concurrency)
+        status, obj = await self.probe("/v1/models")
         if status in (401, 403):
-            await self.close()
-            raise EngineError(
+            raise await self.refuse(
                 f"the server at {self.base_url} refused the API key (HTTP {status})",
                 hint="put the key in an environment variable and name it with --api-key-env",
             )
@@ -353,19 +185,17 @@ class OpenAIEngine:
                 if isinstance(m, dict) and m.get("id"):
                     models.append(str(m["id"]))
                     owner = owner or (str(m["owned_by"]) if m.get("owned_by") else None)
-        info = await identify_server(self._session, self.base_url, self._auth, owner)
+        info = await identify_server(session, self.base_url, self._auth, owner)
         info.models = models
         if self.model is None:
             if not models:
-                await self.close()
-                raise EngineError(
+                raise await self.refuse(
                     f"the server at {self.base_url} lists no model and --model was not given",
                     hint="pass --model NAME",
                 )
             self.model = models[0]
         elif models and self.model not in models and info.kind in ("vllm", "sglang"):
-            await self.close()
-            raise EngineError(
+            raise await self.refuse(
                 f"model {self.model!r} is not served at {self.base_url}; it serves: {', '.join(models)}"
             )
         if info.kind == "llamacpp":
@@ -375,7 +205,7 @@ class OpenAIEngine:
         if info.accepts_continuous_usage:
             self._stream_options = {"include_usage": True, "continuous_usage_stats": True}
         if info.tokenizer_endpoint:
-            self._tokenizer = ServerTokenizer(self._session, self.base_url, info.kind, self.model, self._auth)
+            self._tokenizer = ServerTokenizer(session, self.base_url, info.kind, self.model, self._auth)
         self._info = info
         return info
 
@@ -400,9 +230,9 @@ class OpenAIEngine:
         return orjson.dumps(body)
 
     async def generate(self, req: GenRequest) -> GenResult:
-        st, t_send, error = await post_stream(
-            self, self.session, self._url, self._body(req), self._headers, self._timeout, self._timeout_s,
-            lambda: OpenAIStream(self._chat), require_stream=True,
+        chat = self._chat
+        st, t_send, error = await self.post_stream(
+            self._body(req), lambda: OpenAIStream(chat), require_stream=True
         )
         t_end = perf_counter()
         return await self._result(req, st, t_send, t_end, error)
@@ -452,13 +282,6 @@ class OpenAIEngine:
 
     async def after_run(self) -> dict[str, Any]:
         return {"system_fingerprint": self.fingerprint} if self.fingerprint else {}
-
-    async def close(self) -> None:
-        if self._session is not None:
-            session, self._session = self._session, None
-            await session.close()
-            # Let the connector's transports close before the loop goes away (aiohttp's advice).
-            await asyncio.sleep(0)
 
 
 def llamacpp_timings(tm: dict[str, Any]) -> dict[str, Any]:
