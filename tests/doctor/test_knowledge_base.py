@@ -57,7 +57,9 @@ def test_every_rule_with_a_problem_severity_has_a_fix() -> None:
 def test_rocm_support_lookup_uses_the_nearest_release_at_or_below() -> None:
     kb = knowledge_base()
     assert kb.rocm_release_for("6.1.2").version == "6.0"  # type: ignore[union-attr]
-    assert kb.rocm_release_for("6.4.3").version == "6.4.1"  # type: ignore[union-attr]
+    assert kb.rocm_release_for("6.4.2").version == "6.4.1"  # type: ignore[union-attr]
+    assert kb.rocm_release_for("6.4.3").version == "6.4.3"  # type: ignore[union-attr]
+    assert "gfx1101" in kb.rocm_release_for("6.4.3").targets  # type: ignore[union-attr]
     assert kb.rocm_release_for("7.2.0").version == "7.1"  # type: ignore[union-attr]
     assert kb.rocm_release_for("3.5") is None
     assert kb.rocm_release_for(None).version == "7.1"  # type: ignore[union-attr]

@@ -56,7 +56,7 @@ class Rule(_Model):
 
 class RocmRelease(_Model):
     version: str
-    confidence: Literal["reference", "recalled"]
+    confidence: Literal["reference", "documented", "recalled"]
     source: str
     targets: list[str]
 
