@@ -417,3 +417,14 @@ def test_a_cpu_run_counts_throughput_per_machine(store: Store) -> None:
     )
     data = build_report(store, [run])
     assert "throughput is per machine" in " ".join(data.section("throughput").notes)
+
+
+def test_table_columns_come_from_the_headers_each_row_declares_in_order() -> None:
+    from gpuledger.report.build import _tabulate
+
+    (table,) = _tabulate("t", "T", [{"run": "a", "p50": "1"}, {"run": "b", "p50": "2"}], "ms")
+    assert table.columns == ("run", "p50")
+    assert table.rows == (("a", "1"), ("b", "2"))
+    assert _tabulate("t", "T", [], "ms") == ()
+    with pytest.raises(ValueError, match="a row has columns"):
+        _tabulate("t", "T", [{"run": "a", "p50": "1"}, {"p50": "2", "run": "b"}], "ms")

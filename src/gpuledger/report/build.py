@@ -21,7 +21,16 @@ from gpuledger.records import DoctorRunRecord, RequestRecord, RunInfo, Telemetry
 from gpuledger.report import costs as cost_part
 from gpuledger.report import fmt
 from gpuledger.report.definitions import METRIC_DEFINITIONS
-from gpuledger.report.model import Figure, ReportData, RunRef, Section, Series, Table
+from gpuledger.report.model import (
+    Figure,
+    ReportData,
+    RunRef,
+    Section,
+    Series,
+    SeriesDash,
+    SeriesMode,
+    Table,
+)
 from gpuledger.report.series import bucket_means, cdf_points, pareto_front, stride_for
 
 # At most this many per-token gaps are drawn in the ITL distribution; beyond it, every k-th
@@ -33,6 +42,8 @@ LATENCY_METRICS: tuple[tuple[str, str], ...] = (
     ("itl_ms", "ITL"),
     ("e2e_ms", "E2E"),
 )
+# The latency table's columns: the stored summary's keys of each metric's block.
+LATENCY_STATS = ("mean", "p50", "p90", "p95", "p99", "std", "min", "max", "n")
 ACCELERATOR_VENDORS = ("nvidia", "amd")
 
 
@@ -283,6 +294,55 @@ def _number(value: Any) -> float | None:
     return None
 
 
+# ---------------------------------------------------------------------------- tables and series
+
+
+def _tabulate(key: str, title: str, rows: Sequence[Mapping[str, str]], provenance: str) -> tuple[Table, ...]:
+    """A section's table from rows that map each column header to its cell, so that a header is
+    declared once, next to the value under it. No rows, no table: the section's not-measured lines
+    say why."""
+    if not rows:
+        return ()
+    columns = tuple(rows[0])
+    for row in rows:
+        if tuple(row) != columns:
+            raise ValueError(f"table {key!r}: a row has columns {tuple(row)}, the first row {columns}")
+    return (
+        Table(
+            key=key,
+            title=title,
+            columns=columns,
+            rows=tuple(tuple(row.values()) for row in rows),
+            provenance=provenance,
+        ),
+    )
+
+
+def _line_mode(points: int) -> SeriesMode:
+    """Markers on a line only while there are few enough points to tell them apart."""
+    return "lines+markers" if points <= 20 else "lines"
+
+
+def _xy_series(
+    name: str,
+    points: Sequence[tuple[float, float]],
+    *,
+    mode: SeriesMode,
+    color: int,
+    group: str = "",
+    dash: SeriesDash = "solid",
+) -> Series:
+    return Series(
+        name=name,
+        x=tuple(x for x, _ in points),
+        y=tuple(y for _, y in points),
+        mode=mode,
+        dash=dash,
+        group=group,
+        color=color,
+    )
+
+
 # ------------------------------------------------------------------------------------- sections
 
 
@@ -292,22 +352,22 @@ def _overview(runs: list[RunData]) -> Section:
     for r in runs:
         s = r.summary
         rows.append(
-            (
-                r.ref.name,
-                r.info.id,
-                fmt.text(r.info.model),
-                fmt.text(r.info.engine),
-                r.info.status,
-                fmt.when(r.info.started_at),
-                fmt.num(s.get("num_ok")),
-                fmt.num(s.get("num_failed")),
-                fmt.pct(s.get("error_rate")),
-                fmt.num(s.get("window_s")),
-                fmt.num(s.get("output_tokens_per_s")),
-                fmt.num(s.get("total_tokens_per_s")),
-                fmt.num(s.get("requests_per_s")),
-                fmt.num(s.get("goodput_requests_per_s")),
-            )
+            {
+                "run": r.ref.name,
+                "id": r.info.id,
+                "model": fmt.text(r.info.model),
+                "engine": fmt.text(r.info.engine),
+                "status": r.info.status,
+                "started": fmt.when(r.info.started_at),
+                "ok requests": fmt.num(s.get("num_ok")),
+                "failed": fmt.num(s.get("num_failed")),
+                "error rate (%)": fmt.pct(s.get("error_rate")),
+                "window (s)": fmt.num(s.get("window_s")),
+                "output tok/s": fmt.num(s.get("output_tokens_per_s")),
+                "total tok/s": fmt.num(s.get("total_tokens_per_s")),
+                "req/s": fmt.num(s.get("requests_per_s")),
+                "goodput (req/s)": fmt.num(s.get("goodput_requests_per_s")),
+            }
         )
         if not s:
             missing.append(f"{r.ref.name}: no summary — the run has no stored requests")
@@ -315,34 +375,17 @@ def _overview(runs: list[RunData]) -> Section:
             missing.append(
                 f"{r.ref.name}: status is {r.info.status!s} — numbers cover the requests that finished"
             )
-    table = Table(
-        key="overview",
-        title="Runs",
-        columns=(
-            "run",
-            "id",
-            "model",
-            "engine",
-            "status",
-            "started",
-            "ok requests",
-            "failed",
-            "error rate (%)",
-            "window (s)",
-            "output tok/s",
-            "total tok/s",
-            "req/s",
-            "goodput (req/s)",
-        ),
-        rows=tuple(rows),
-        provenance="Counts and rates over the measured window (first send → last finish, warmup excluded); "
-        "tokens as counted per request (see how measured); goodput only when SLOs were given.",
-    )
     return Section(
         key="overview",
         title="Overview",
         intro=f"{len(runs)} run(s). Every number below is recomputable from the store.",
-        tables=(table,),
+        tables=_tabulate(
+            "overview",
+            "Runs",
+            rows,
+            "Counts and rates over the measured window (first send → last finish, warmup excluded); "
+            "tokens as counted per request (see how measured); goodput only when SLOs were given.",
+        ),
         not_measured=tuple(missing),
     )
 
@@ -537,29 +580,7 @@ def _latency(runs: list[RunData]) -> Section:
             if not b or not b.get("n"):
                 missing.append(f"{r.ref.name} {label}: {_why_no_latency(r, key)}")
                 continue
-            rows.append(
-                (
-                    r.ref.name,
-                    label,
-                    fmt.num(b.get("mean")),
-                    fmt.num(b.get("p50")),
-                    fmt.num(b.get("p90")),
-                    fmt.num(b.get("p95")),
-                    fmt.num(b.get("p99")),
-                    fmt.num(b.get("std")),
-                    fmt.num(b.get("min")),
-                    fmt.num(b.get("max")),
-                    fmt.num(b.get("n")),
-                )
-            )
-    table = Table(
-        key="latency",
-        title="Latency (ms)",
-        columns=("run", "metric", "mean", "p50", "p90", "p95", "p99", "std", "min", "max", "n"),
-        rows=tuple(rows),
-        provenance="Milliseconds, client-side timestamps (time.perf_counter) of every successful request; "
-        "n = requests (TTFT, TPOT, E2E) or tokens (ITL). Definitions under how measured.",
-    )
+            rows.append({"run": r.ref.name, "metric": label, **{k: fmt.num(b.get(k)) for k in LATENCY_STATS}})
     samples = {r.info.id: _latency_samples(r) for r in runs}
     figures = []
     notes = []
@@ -577,14 +598,7 @@ def _latency(runs: list[RunData]) -> Section:
             x, y = cdf_points(values)
             drawn = max(drawn, len(values))
             series.append(
-                Series(
-                    name=r.ref.name,
-                    x=tuple(x),
-                    y=tuple(y),
-                    mode="lines+markers" if len(x) <= 20 else "lines",
-                    shape="hv",
-                    color=i,
-                )
+                Series(name=r.ref.name, x=tuple(x), y=tuple(y), mode=_line_mode(len(x)), shape="hv", color=i)
             )
         if not series:
             continue
@@ -612,7 +626,13 @@ def _latency(runs: list[RunData]) -> Section:
         key="latency",
         title="Latency distributions",
         intro="How long users wait: first token (TTFT), between tokens (ITL, TPOT), whole request (E2E).",
-        tables=(table,) if rows else (),
+        tables=_tabulate(
+            "latency",
+            "Latency (ms)",
+            rows,
+            "Milliseconds, client-side timestamps (time.perf_counter) of every successful request; "
+            "n = requests (TTFT, TPOT, E2E) or tokens (ITL). Definitions under how measured.",
+        ),
         figures=tuple(figures),
         not_measured=tuple(missing),
         notes=tuple(notes),
@@ -673,17 +693,17 @@ def _throughput(runs: list[RunData]) -> Section:
             )
         for p in pts:
             rows.append(
-                (
-                    r.ref.name,
-                    p["stage"],
-                    fmt.num(p["concurrency"]),
-                    fmt.num(p["requests_per_s"]),
-                    fmt.num(p["output_tokens_per_s"]),
-                    fmt.num(p["output_tokens_per_s_per_gpu"]),
-                    fmt.num(p["tokens_per_s_per_user"]),
-                    fmt.num(p["ttft_p50_ms"]),
-                    fmt.num(p["tpot_p50_ms"]),
-                )
+                {
+                    "run": r.ref.name,
+                    "stage": p["stage"],
+                    "concurrency": fmt.num(p["concurrency"]),
+                    "req/s": fmt.num(p["requests_per_s"]),
+                    "output tok/s": fmt.num(p["output_tokens_per_s"]),
+                    "output tok/s per GPU": fmt.num(p["output_tokens_per_s_per_gpu"]),
+                    "tok/s per user": fmt.num(p["tokens_per_s_per_user"]),
+                    "TTFT p50 (ms)": fmt.num(p["ttft_p50_ms"]),
+                    "TPOT p50 (ms)": fmt.num(p["tpot_p50_ms"]),
+                }
             )
         conc = sorted(
             (p["concurrency"], p["output_tokens_per_s"])
@@ -691,15 +711,7 @@ def _throughput(runs: list[RunData]) -> Section:
             if p["concurrency"] is not None and p["output_tokens_per_s"] is not None
         )
         if conc:
-            conc_series.append(
-                Series(
-                    name=r.ref.name,
-                    x=tuple(c for c, _ in conc),
-                    y=tuple(t for _, t in conc),
-                    mode="lines+markers",
-                    color=i,
-                )
-            )
+            conc_series.append(_xy_series(r.ref.name, conc, mode="lines+markers", color=i))
         else:
             missing.append(
                 f"{r.ref.name}: throughput vs concurrency — the run's concurrency is not recorded "
@@ -711,27 +723,12 @@ def _throughput(runs: list[RunData]) -> Section:
             if p["tokens_per_s_per_user"] is not None and p["output_tokens_per_s_per_gpu"] is not None
         ]
         if par:
-            pareto_series.append(
-                Series(
-                    name=r.ref.name,
-                    x=tuple(x for x, _ in par),
-                    y=tuple(y for _, y in par),
-                    mode="markers",
-                    group=r.info.id,
-                    color=i,
-                )
-            )
+            pareto_series.append(_xy_series(r.ref.name, par, mode="markers", group=r.info.id, color=i))
             front = pareto_front(par)
             if len(front) > 1:
                 pareto_series.append(
-                    Series(
-                        name=f"{r.ref.name} — frontier",
-                        x=tuple(x for x, _ in front),
-                        y=tuple(y for _, y in front),
-                        mode="lines",
-                        dash="dot",
-                        group=r.info.id,
-                        color=i,
+                    _xy_series(
+                        f"{r.ref.name} — frontier", front, mode="lines", dash="dot", group=r.info.id, color=i
                     )
                 )
         else:
@@ -781,28 +778,12 @@ def _throughput(runs: list[RunData]) -> Section:
         title="Throughput and the Pareto view",
         intro="What the machine delivers as load rises, and the trade-off between total throughput and how "
         "fast each user sees tokens (the InferenceX view).",
-        tables=(
-            Table(
-                key="throughput",
-                title="Throughput per load level",
-                columns=(
-                    "run",
-                    "stage",
-                    "concurrency",
-                    "req/s",
-                    "output tok/s",
-                    "output tok/s per GPU",
-                    "tok/s per user",
-                    "TTFT p50 (ms)",
-                    "TPOT p50 (ms)",
-                ),
-                rows=tuple(rows),
-                provenance="Rates over each stage's measured window; tok/s per user = "
-                "1000 ÷ median TPOT (ms).",
-            ),
-        )
-        if rows
-        else (),
+        tables=_tabulate(
+            "throughput",
+            "Throughput per load level",
+            rows,
+            "Rates over each stage's measured window; tok/s per user = 1000 ÷ median TPOT (ms).",
+        ),
         figures=tuple(figures),
         not_measured=tuple(missing),
         notes=notes,
@@ -848,24 +829,25 @@ def _telemetry(runs: list[RunData]) -> Section:
                 method_text += f" ({fmt.text(d.get('energy_reason'))})"
             validity = "valid" if d.get("valid", True) else f"invalid: {fmt.text(d.get('validity_reason'))}"
             mem_total = d.get("memory_total_bytes")
+            memory = fmt.gib(d.get("peak_memory_bytes")) + (f" / {fmt.gib(mem_total)}" if mem_total else "")
             rows.append(
-                (
-                    r.ref.name,
-                    fmt.text(d.get("device")),
-                    fmt.text(d.get("name")),
-                    fmt.pct(d.get("mean_util_ratio")),
-                    fmt.pct(d.get("peak_util_ratio")),
-                    fmt.num(d.get("mean_power_w")),
-                    fmt.num(d.get("peak_power_w")),
-                    fmt.num(energy),
-                    method_text,
-                    fmt.num(jpt),
-                    fmt.gib(d.get("peak_memory_bytes")) + (f" / {fmt.gib(mem_total)}" if mem_total else ""),
-                    fmt.num(d.get("samples")),
-                    fmt.num(d.get("interval_s")),
-                    fmt.text(d.get("sources")),
-                    validity,
-                )
+                {
+                    "run": r.ref.name,
+                    "device": fmt.text(d.get("device")),
+                    "name": fmt.text(d.get("name")),
+                    "mean util (%)": fmt.pct(d.get("mean_util_ratio")),
+                    "peak util (%)": fmt.pct(d.get("peak_util_ratio")),
+                    "mean power (W)": fmt.num(d.get("mean_power_w")),
+                    "peak power (W)": fmt.num(d.get("peak_power_w")),
+                    "energy (J)": fmt.num(energy),
+                    "energy method": method_text,
+                    "J per output token": fmt.num(jpt),
+                    "peak / total memory (GiB)": memory,
+                    "samples": fmt.num(d.get("samples")),
+                    "interval (s)": fmt.num(d.get("interval_s")),
+                    "sources": fmt.text(d.get("sources")),
+                    "validity": validity,
+                }
             )
     figures = []
     for key, title, y_title, scale, metrics in _TS_FIGURES:
@@ -885,7 +867,7 @@ def _telemetry(runs: list[RunData]) -> Section:
                         name=f"{r.ref.name} · {device}" if len(runs) > 1 else device,
                         x=tuple(t),
                         y=tuple(v),
-                        mode="lines+markers" if len(t) <= 20 else "lines",
+                        mode=_line_mode(len(t)),
                     )
                 )
         if not series:
@@ -911,35 +893,13 @@ def _telemetry(runs: list[RunData]) -> Section:
         key="telemetry",
         title="Power and utilisation",
         intro="What the hardware did during the measured window: utilisation, power, memory, energy.",
-        tables=(
-            Table(
-                key="telemetry",
-                title="Per device over the measured window",
-                columns=(
-                    "run",
-                    "device",
-                    "name",
-                    "mean util (%)",
-                    "peak util (%)",
-                    "mean power (W)",
-                    "peak power (W)",
-                    "energy (J)",
-                    "energy method",
-                    "J per output token",
-                    "peak / total memory (GiB)",
-                    "samples",
-                    "interval (s)",
-                    "sources",
-                    "validity",
-                ),
-                rows=tuple(rows),
-                provenance="RunInfo.telemetry_summary from the telemetry sampler; energy "
-                "= validated hardware "
-                "counter, else integral of sampled power; J per output token = energy ÷ output tokens.",
-            ),
-        )
-        if rows
-        else (),
+        tables=_tabulate(
+            "telemetry",
+            "Per device over the measured window",
+            rows,
+            "RunInfo.telemetry_summary from the telemetry sampler; energy = validated hardware counter, "
+            "else integral of sampled power; J per output token = energy ÷ output tokens.",
+        ),
         figures=tuple(figures),
         not_measured=tuple(missing),
     )
@@ -962,51 +922,44 @@ def _labour(runs: list[RunData], doctor_runs: list[DoctorRunRecord]) -> Section:
             ),
         )
     relevant.sort(key=lambda d: _aware(d.created_at))
-    rows = tuple(
-        (
-            fmt.when(d.created_at),
-            fmt.text(d.machine),
-            str(d.errors),
-            str(d.warnings),
-            "; ".join(
+    rows = [
+        {
+            "when": fmt.when(d.created_at),
+            "machine": fmt.text(d.machine),
+            "errors": str(d.errors),
+            "warnings": str(d.warnings),
+            "problems found": "; ".join(
                 fmt.text(f.get("id") or f.get("title"))
                 for f in d.findings
                 if f.get("severity") in ("error", "warning")
             )
             or "all clear",
-        )
+        }
         for d in relevant
-    )
-    tables = [
-        Table(
-            key="doctor_runs",
-            title="Doctor runs",
-            columns=("when", "machine", "errors", "warnings", "problems found"),
-            rows=rows,
-            provenance="Stored `gpuledger doctor` runs (store.list_doctor_runs).",
-        )
     ]
+    doctor_table = _tabulate(
+        "doctor_runs", "Doctor runs", rows, "Stored `gpuledger doctor` runs (store.list_doctor_runs)."
+    )
     missing: list[str] = []
-    summary = _setup_labour(relevant)
-    if isinstance(summary, str):
-        missing.append(summary)
-    else:
-        tables.append(summary)
+    setup = _setup_labour(relevant)
+    if setup:
         notes.append("A cost profile with from_doctor_history: true prices these hours as setup labour.")
+    else:
+        missing.append("setup labour: no doctor run to compute it from")
     return Section(
         key="labour",
         title="Setup-labour ledger",
         intro="The hidden cost the essay insists on: how long it took to get each stack to work.",
-        tables=tuple(tables),
+        tables=doctor_table + setup,
         not_measured=tuple(missing),
         notes=tuple(notes),
     )
 
 
-def _setup_labour(records: list[DoctorRunRecord]) -> Table | str:
+def _setup_labour(records: list[DoctorRunRecord]) -> tuple[Table, ...]:
     from gpuledger.doctor import setup_labour_hours
 
-    rows: list[tuple[str, ...]] = []
+    rows = []
     for machine, m in sorted(setup_labour_hours(records).items()):
         if not m.episodes:
             status = "no error in any doctor run"
@@ -1015,25 +968,21 @@ def _setup_labour(records: list[DoctorRunRecord]) -> Table | str:
         else:
             status = f"still failing: open for {fmt.num(m.open_hours)} h up to the latest doctor run"
         rows.append(
-            (
-                fmt.text(machine),
-                fmt.num(m.hours),
-                status,
-                str(len(m.episodes)),
-                str(m.runs),
-                fmt.text(m.problems),
-            )
+            {
+                "machine": fmt.text(machine),
+                "setup hours": fmt.num(m.hours),
+                "status": status,
+                "episodes": str(len(m.episodes)),
+                "doctor runs": str(m.runs),
+                "problems met": fmt.text(m.problems),
+            }
         )
-    if not rows:
-        return "setup labour: no doctor run to compute it from"
-    return Table(
-        key="setup_labour",
-        title="Setup labour per machine",
-        columns=("machine", "setup hours", "status", "episodes", "doctor runs", "problems met"),
-        rows=tuple(rows),
-        provenance="Hours of wall-clock time from each first doctor run with an error to the first all-clear "
-        "run after it, summed over episodes "
-        "(gpuledger.doctor.setup_labour_hours); not effort logged by a person.",
+    return _tabulate(
+        "setup_labour",
+        "Setup labour per machine",
+        rows,
+        "Hours of wall-clock time from each first doctor run with an error to the first all-clear run after "
+        "it, summed over episodes (gpuledger.doctor.setup_labour_hours); not effort logged by a person.",
     )
 
 
@@ -1068,18 +1017,18 @@ def _how_measured(runs: list[RunData]) -> Section:
             cpu = client.get("cpu_util_ratio")
             cpu = cpu * 100 if isinstance(cpu, int | float) else cpu
         rows.append(
-            (
-                r.ref.name,
-                r.summary_source,
-                ts_text or fmt.MISSING,
-                fmt.text(mismatch),
-                ", ".join(methods),
-                fmt.text(slo)
+            {
+                "run": r.ref.name,
+                "summary": r.summary_source,
+                "token counts from": ts_text or fmt.MISSING,
+                "output length mismatch": fmt.text(mismatch),
+                "energy method": ", ".join(methods),
+                "SLOs": fmt.text(slo)
                 if not isinstance(slo, Mapping)
                 else ", ".join(f"{k}={v}" for k, v in slo.items()),
-                fmt.num(cpu),
-                fmt.text(r.info.unit),
-            )
+                "client CPU (%)": fmt.num(cpu),
+                "unit of work": fmt.text(r.info.unit),
+            }
         )
     return Section(
         key="how_measured",
@@ -1087,24 +1036,12 @@ def _how_measured(runs: list[RunData]) -> Section:
         intro="Definitions used for every number in this report (the project's metric definitions, quoted "
         "verbatim, and the report's per-GPU / per-user figures), and how each run was counted. "
         f"Report built by gpuledger {__version__}.",
-        tables=(
-            Table(
-                key="provenance",
-                title="Provenance per run",
-                columns=(
-                    "run",
-                    "summary",
-                    "token counts from",
-                    "output length mismatch",
-                    "energy method",
-                    "SLOs",
-                    "client CPU (%)",
-                    "unit of work",
-                ),
-                rows=tuple(rows),
-                provenance="Token counts: server usage when reported, else the server's tokenizer, else a "
-                "client count (one token per content chunk).",
-            ),
+        tables=_tabulate(
+            "provenance",
+            "Provenance per run",
+            rows,
+            "Token counts: server usage when reported, else the server's tokenizer, else a client count "
+            "(one token per content chunk).",
         ),
         definitions=METRIC_DEFINITIONS,
     )

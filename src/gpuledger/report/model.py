@@ -13,6 +13,8 @@ from datetime import datetime
 from typing import Any, Literal
 
 FigureKind = Literal["line", "scatter", "bar"]
+SeriesMode = Literal["lines", "markers", "lines+markers"]
+SeriesDash = Literal["solid", "dot", "dash"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,9 +45,9 @@ class Series:
     name: str
     x: tuple[float | str, ...]
     y: tuple[float, ...]
-    mode: Literal["lines", "markers", "lines+markers"] = "lines"
+    mode: SeriesMode = "lines"
     shape: Literal["linear", "hv"] = "linear"
-    dash: Literal["solid", "dot", "dash"] = "solid"
+    dash: SeriesDash = "solid"
     group: str = ""
     color: int | None = None  # index into the report's palette: the same run keeps its colour everywhere
 
