@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 import aiohttp
 import orjson
 
-from gpuledger.engines.base import CANNOT_CONNECT
+from gpuledger.engines.base import CANNOT_CONNECT, GenRequest, GenResult
 from gpuledger.errors import EngineError
 
 PROBE_TIMEOUT_S = 10.0
@@ -94,6 +94,10 @@ class StreamParser(Protocol):
     """What :meth:`HttpEngine.post_stream` feeds: an SSE or NDJSON parser (``gpuledger.engines.sse``)."""
 
     error: str | None
+    chunk_times: list[float]
+
+    @property
+    def output_chars(self) -> int: ...
 
     def feed(self, data: bytes, now: float) -> int: ...
 
@@ -218,6 +222,23 @@ class HttpEngine:
                 error = f"connection error: {exc or type(exc).__name__}"
             return parser, t_send, error
         raise AssertionError("unreachable: the last attempt always returns")
+
+    async def stream(
+        self, req: GenRequest, body: bytes, new_parser: Callable[[], P], *, require_stream: bool
+    ) -> tuple[P, GenResult]:
+        """Send ``req`` (as ``body``) and return the finished parser and the result so far: timings,
+        chunk times, error; the subclass adds the token counts from what its parser read."""
+        parser, t_send, error = await self.post_stream(body, new_parser, require_stream=require_stream)
+        return parser, GenResult(
+            index=req.index,
+            t_send=t_send,
+            t_end=perf_counter(),
+            chunk_times=parser.chunk_times,
+            requested_output_tokens=req.max_tokens if req.fixed_output else None,
+            error=error,
+            stage=req.stage,
+            output_chars=parser.output_chars,
+        )
 
     async def close(self) -> None:
         if self._session is not None:

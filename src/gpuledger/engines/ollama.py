@@ -9,7 +9,6 @@ with the client's timings in the summary. After the run ``/api/ps`` says where t
 
 from __future__ import annotations
 
-from time import perf_counter
 from typing import Any
 
 import aiohttp
@@ -148,20 +147,7 @@ class OllamaEngine(HttpEngine):
 
     async def generate(self, req: GenRequest) -> GenResult:
         chat = self._chat
-        st, t_send, error = await self.post_stream(
-            self._body(req), lambda: OllamaStream(chat), require_stream=False
-        )
-        t_end = perf_counter()
-        res = GenResult(
-            index=req.index,
-            t_send=t_send,
-            t_end=t_end,
-            chunk_times=st.chunk_times,
-            requested_output_tokens=req.max_tokens if req.fixed_output else None,
-            error=error,
-            stage=req.stage,
-            output_chars=st.output_chars,
-        )
+        st, res = await self.stream(req, self._body(req), lambda: OllamaStream(chat), require_stream=False)
         final = st.final
         if final is not None and isinstance(final.get("eval_count"), int):
             res.server_timings = ollama_timings(final)

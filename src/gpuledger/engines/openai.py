@@ -9,7 +9,6 @@ server's own tokenizer endpoint (vLLM and llama.cpp ``/tokenize``); else the cli
 
 from __future__ import annotations
 
-from time import perf_counter
 from typing import Any
 
 import aiohttp
@@ -231,26 +230,8 @@ class OpenAIEngine(HttpEngine):
 
     async def generate(self, req: GenRequest) -> GenResult:
         chat = self._chat
-        st, t_send, error = await self.post_stream(
-            self._body(req), lambda: OpenAIStream(chat), require_stream=True
-        )
-        t_end = perf_counter()
-        return await self._result(req, st, t_send, t_end, error)
-
-    async def _result(
-        self, req: GenRequest, st: OpenAIStream, t_send: float, t_end: float, error: str | None
-    ) -> GenResult:
-        res = GenResult(
-            index=req.index,
-            t_send=t_send,
-            t_end=t_end,
-            chunk_times=st.chunk_times,
-            requested_output_tokens=req.max_tokens if req.fixed_output else None,
-            error=error,
-            stage=req.stage,
-            output_chars=st.output_chars,
-            system_fingerprint=st.fingerprint,
-        )
+        st, res = await self.stream(req, self._body(req), lambda: OpenAIStream(chat), require_stream=True)
+        res.system_fingerprint = st.fingerprint
         if st.continuous and any(k != 1 for k in st.chunk_tokens):
             res.chunk_tokens = st.chunk_tokens  # exact per-chunk counts; None means one token each
         if st.fingerprint and self.fingerprint is None:
@@ -263,7 +244,7 @@ class OpenAIEngine(HttpEngine):
             pt = usage.get("prompt_tokens")
             res.input_tokens = pt if isinstance(pt, int) else req.input_tokens_hint
             res.token_source = "server_usage"
-        elif error is None and self._tokenizer is not None:
+        elif res.error is None and self._tokenizer is not None:
             text = "".join(st.texts)
             try:
                 res.output_tokens = len(await self._tokenizer.tokenize(text, add_special=False))
