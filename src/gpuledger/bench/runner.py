@@ -62,6 +62,7 @@ class BenchConfig:
     request_timeout_s: float = 300.0
     api_key_env: str = "OPENAI_API_KEY"
     seed: int = 0
+    like: dict[str, Any] | None = None  # {"run_id", "overridden"}: the workload was copied (bench --like)
 
     def validate(self) -> None:
         """Every bad combination raises ``UsageError`` (exit 2) with one line."""
@@ -127,6 +128,7 @@ class BenchConfig:
             "api_key_env": self.api_key_env,  # the variable's NAME; the key itself is never stored
             "seed": self.seed,
             "sampling": "server defaults (no temperature/top_p sent)",
+            **({"like": self.like} if self.like else {}),
         }
 
 

@@ -21,6 +21,7 @@ from gpuledger.cli.common import DbOpt, JsonOpt, console, err_console, print_jso
 from gpuledger.errors import EngineError, Interrupted, UsageError
 
 if TYPE_CHECKING:
+    from gpuledger.bench.like import LikeWorkload
     from gpuledger.records import RunInfo
 
 # The same defaults as gpuledger.engines.DEFAULT_BASE_URLS, kept literal here so that the CLI does not
@@ -59,6 +60,12 @@ def render_run(info: RunInfo) -> None:
         f"[bold]run {info.id}[/bold]  {info.status}  engine={info.engine}  server={escape(who)}  "
         f"model={escape(info.model)}" + (f"  label={escape(info.label)}" if info.label else "")
     )
+    like = info.config.get("like")
+    if like:
+        changed = ", ".join("--" + n.replace("_", "-") for n in like.get("overridden", []))
+        console.print(
+            f"workload of run {like['run_id']}" + (f" (overridden here: {changed})" if changed else "")
+        )
     t = Table(title="Throughput (measured window)", title_justify="left", show_header=False)
     t.add_column("metric")
     t.add_column("value", justify="right")
@@ -152,6 +159,12 @@ def render_run(info: RunInfo) -> None:
     console.print(f"run id: [bold]{info.id}[/bold]")
 
 
+def _from_command_line(ctx: typer.Context, name: str) -> bool:
+    """Was parameter ``name`` given on the command line (or its environment variable), not defaulted?"""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+
 def _run_torch(store: Any, *, progress: bool, **kwargs: Any) -> RunInfo:
     """``--engine torch``: the in-process engine measures and records through the same RunWriter
     (torch itself is imported by that module, lazily; without it the call says so in one line)."""
@@ -165,6 +178,7 @@ def _run_torch(store: Any, *, progress: bool, **kwargs: Any) -> RunInfo:
 
 
 def bench(
+    ctx: typer.Context,
     engine: Annotated[
         str,
         typer.Option(
@@ -261,6 +275,14 @@ def bench(
     dtype: Annotated[
         str | None, typer.Option("--dtype", help="torch only: auto | float32 | bfloat16 | float16.")
     ] = None,
+    like: Annotated[
+        str | None,
+        typer.Option(
+            "--like",
+            help="Repeat the workload of a stored run (id or prefix): dataset, lengths, load, counts, "
+            "warm-up, seed, SLOs. Flags given here override it; the server and model are not copied.",
+        ),
+    ] = None,
     progress: Annotated[
         bool, typer.Option("--progress/--no-progress", help="Live progress bar on stderr.")
     ] = True,
@@ -269,6 +291,26 @@ def bench(
 ) -> None:
     """Measure tokens/s, TTFT, TPOT, ITL and E2E of a server under load, with telemetry; store the run."""
     from gpuledger.store import open_store
+
+    like_info: dict[str, Any] | None = None
+    like_workload: LikeWorkload | None = None
+    if like is not None:
+        from gpuledger.bench.like import apply_like, workload_of
+
+        params = dict(ctx.params)
+        given = {name for name in params if _from_command_line(ctx, name)}
+        with open_store(db) as store:
+            workload = workload_of(store.get_run(like))
+        params, overridden = apply_like(workload, params, given)
+        like_info = {"run_id": workload.run_id, "overridden": sorted(overridden)}
+        like_workload = workload
+        engine, model, endpoint = params["engine"], params["model"], params["endpoint"]
+        dataset, dataset_path = params["dataset"], params["dataset_path"]
+        input_len, output_len, range_ratio = params["input_len"], params["output_len"], params["range_ratio"]
+        concurrency, rate, sweep = params["concurrency"], params["rate"], params["sweep"]
+        num_requests, duration, warmup = params["num_requests"], params["duration"], params["warmup"]
+        seed, slo = params["seed"], params["slo"]
+        request_timeout, telemetry_interval = params["request_timeout"], params["telemetry_interval"]
 
     if engine not in ("openai", "ollama", "torch"):
         raise UsageError(f"--engine must be openai, ollama or torch, got {engine!r}")
@@ -309,6 +351,7 @@ def bench(
                 label=label,
                 telemetry=telemetry,
                 telemetry_interval_s=telemetry_interval,
+                like=like_info,
             )
         finally:
             store.close()
@@ -340,8 +383,13 @@ def bench(
         request_timeout_s=request_timeout,
         api_key_env=api_key_env,
         seed=seed,
+        like=like_info,
     )
     cfg.validate()  # every flag problem is exit 2 before anything is opened
+    if like_workload is not None:
+        from gpuledger.bench.like import check_dataset
+
+        check_dataset(like_workload, dataset_path)
     store = open_store(db)
     try:
 

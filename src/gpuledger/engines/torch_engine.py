@@ -1044,6 +1044,7 @@ def run_torch_bench(
     on_phase: Callable[[str], None] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
     plan: ModelPlan | None = None,
+    like: dict[str, Any] | None = None,
 ) -> TorchBenchResult:
     """Measure ``model`` in-process and store the run (engine ``torch``) through ``RunWriter``.
 
@@ -1054,7 +1055,8 @@ def run_torch_bench(
     the measured window (telemetry sampled by the writer). ``max_duration_s`` stops starting new
     batches once the next one would end past it (the run says so). Ctrl-C keeps the finished batches
     as an ``incomplete`` run and raises ``Interrupted``. ``plan``: an already planned ``model`` (skips
-    planning it again). ``on_phase(text)`` reports each step, ``on_progress(done, total)`` requests."""
+    planning it again). ``on_phase(text)`` reports each step, ``on_progress(done, total)`` requests.
+    ``like``: where the workload was copied from (``bench --like``), kept in the run's config."""
     def say(text: str) -> None:
         if on_phase is not None:
             on_phase(text)
@@ -1079,7 +1081,7 @@ def run_torch_bench(
             store, plan, dev, dt, estimate, warn, batch_size=batch_size, input_tokens=input_tokens,
             output_tokens=output_tokens, requests=requests, num_batches=num_batches, warmup=warmup,
             seed=seed, label=label, telemetry=telemetry, telemetry_interval_s=telemetry_interval_s, slo=slo,
-            max_duration_s=max_duration_s, say=say, on_progress=on_progress,
+            max_duration_s=max_duration_s, say=say, on_progress=on_progress, like=like,
         )
 
 
@@ -1143,6 +1145,7 @@ def _measure(
     max_duration_s: float | None,
     say: Callable[[str], None],
     on_progress: Callable[[int, int], None] | None,
+    like: dict[str, Any] | None = None,
 ) -> TorchBenchResult:
     """Load, warm up, and measure (``run_torch_bench`` after its checks)."""
     say(f"{'building' if plan.kind == 'dummy' else 'loading'} {plan.name} "
@@ -1187,6 +1190,7 @@ def _measure(
             "warmup": warmup,
             "max_duration_s": max_duration_s,
             "requests_planned": requests,
+            **({"like": like} if like else {}),
             "cpu_threads": dev.cpu_threads,
             "generation": {
                 "do_sample": False,

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import random
 from dataclasses import dataclass, field
 from importlib import resources
@@ -81,6 +82,21 @@ class Dataset:
 def _read_builtin() -> list[Prompt]:
     text = resources.files("gpuledger").joinpath("data/prompts.jsonl").read_text(encoding="utf-8")
     return [Prompt(text=str(orjson.loads(line)["prompt"])) for line in text.splitlines() if line.strip()]
+
+
+def file_sha256(path: Path) -> str:
+    """``sha256:<hex>`` of a dataset file's bytes (read in 1 MiB blocks), kept in the run's workload so
+    that a repeat (``bench --like``) can prove it read the same file."""
+    h = hashlib.sha256()
+    try:
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    except FileNotFoundError as exc:
+        raise NotFoundError(f"dataset file not found: {path}") from exc
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read dataset file {path}: {exc.strerror or exc}") from exc
+    return "sha256:" + h.hexdigest()
 
 
 def _read_file(path: Path) -> bytes:
@@ -208,6 +224,7 @@ async def build_dataset(
     meta: dict[str, Any] = {"dataset": spec.name, "seed": spec.seed}
     if spec.path is not None:
         meta["path"] = str(spec.path)
+        meta["sha256"] = file_sha256(spec.path)
     if spec.name == "random":
         in_len = spec.input_len or DEFAULT_RANDOM_INPUT_LEN
         out_len = spec.output_len or DEFAULT_RANDOM_OUTPUT_LEN
