@@ -238,3 +238,29 @@ def test_identical_runs_compare_at_one(make_run: MakeRun, catalog: Catalog) -> N
     assert pair.decomposition["share_of_log_ratio"] is None
     assert pair.warnings == []
     assert all(math.isclose(be.verified_ratio or 1.0, 1.0) for be in pair.break_even)
+
+
+def test_a_repeat_made_with_like_from_the_same_dataset_file_elsewhere_is_like_for_like(
+    make_run: MakeRun, catalog: Catalog
+) -> None:
+    sha = "sha256:" + "ab" * 32
+    wl = {"dataset": "jsonl", "seed": 0, "sha256": sha}
+    cfg = {"dataset": {"name": "jsonl", "path": "/a/prompts.jsonl"}, "warmup": 1}
+    a = cost_of_run(
+        make_run("a0000002", workload={**wl, "path": "/a/prompts.jsonl"}, config=cfg), NV, catalog=catalog
+    )
+    b_cfg = {
+        "dataset": {"name": "jsonl", "path": "/b/copy.jsonl"},
+        "warmup": 1,
+        "like": {"run_id": "a0000002", "overridden": ["dataset_path"]},
+    }
+    b = cost_of_run(
+        make_run("b0000002", workload={**wl, "path": "/b/copy.jsonl"}, config=b_cfg), NV, catalog=catalog
+    )
+    warnings = "\n".join(compare([a, b]).pairs[0].warnings)
+    assert "different workloads" not in warnings and "different run settings" not in warnings
+
+    edited = {**wl, "sha256": "sha256:" + "cd" * 32, "path": "/a/prompts.jsonl"}
+    other = cost_of_run(make_run("c0000002", workload=edited, config=cfg), NV, catalog=catalog)
+    warnings = "\n".join(compare([a, other]).pairs[0].warnings)
+    assert "different workloads: sha256 = " in warnings
