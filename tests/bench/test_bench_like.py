@@ -159,3 +159,21 @@ def test_a_server_run_can_be_repeated_on_the_other_server_api_with_the_same_requ
 def test_a_server_workload_is_not_repeated_on_the_torch_engine() -> None:
     with pytest.raises(UsageError, match="--engine openai or ollama"):
         apply_like(_server_like("chat"), {"engine": "torch", "endpoint": None}, {"engine"})
+
+
+def test_the_readme_workflow_export_import_then_like_on_the_other_machine(
+    serve: Serve, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    srv = serve(Scenario(identity="vllm", itl_s=0.001))
+    a = bench_json(
+        capsys, "--base-url", srv.url, "--input-len", "12", "--output-len", "5", "--num-requests", "3"
+    )
+    exported = tmp_path / "a.json"
+    assert main(["export", a["id"], "--format", "json", "-o", str(exported)]) == 0
+    machine_b = f"sqlite:///{tmp_path / 'b.sqlite'}"
+    assert main(["import", str(exported), "--db", machine_b]) == 0
+    capsys.readouterr()
+
+    b = bench_json(capsys, "--like", a["id"], "--base-url", srv.url, "--db", machine_b)
+    assert workload(b) == workload(a) and b["config"]["like"]["run_id"] == a["id"]
+    assert b["summary"]["output_tokens_total"] == 3 * 5

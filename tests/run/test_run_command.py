@@ -32,6 +32,8 @@ def test_run_end_to_end_on_the_cpu_with_a_builtin_architecture(
     p = doc["power"]
     assert p["measured_w"] is not None or p["reason"]
     assert doc["cost"] is not None and doc["cost"]["per_1m_tokens"] > 0
+    # the same hour buys fewer output tokens than tokens in and out: output is priced higher per token
+    assert doc["cost"]["per_1m_output_tokens"] > doc["cost"]["per_1m_tokens"]
     assert doc["cost"]["currency"] == "USD" and doc["cost"]["profile"].startswith("cpu-cloud")
     if p["measured_w"] is None:
         assert p["priced_is_estimate"] is True and "estimate" in p["priced_source"]

@@ -236,12 +236,15 @@ def _document(
     }
     if cost is not None:
         key, per_1m = _money_key(cost, "_per_1m_tokens")
+        okey, per_1m_out = _money_key(cost, "_per_1m_output_tokens")
         hkey, per_hour = _money_key(cost, "_per_hour")
         doc["cost"] = {
             "currency": cost.get("currency"),
             "profile": (cost.get("profile") or {}).get("name"),
             "per_1m_tokens": per_1m,
             "per_1m_tokens_key": key,
+            "per_1m_output_tokens": per_1m_out,
+            "per_1m_output_tokens_key": okey,
             "per_hour": per_hour,
             "per_hour_key": hkey,
             "warnings": cost.get("warnings", []),
@@ -305,11 +308,14 @@ def _render(doc: dict[str, Any]) -> None:
     c = doc["cost"]
     if c is not None:
         cur = c["currency"] or ""
-        rows.append(("cost", f"{_fmt(c['per_1m_tokens'], '.4g')} {cur} per 1M tokens "
+        rows.append(("cost", f"{_fmt(c['per_1m_tokens'], '.4g')} {cur} per 1M tokens in+out, "
+                     f"{_fmt(c['per_1m_output_tokens'], '.4g')} {cur} per 1M output tokens "
                      f"({_fmt(c['per_hour'], '.4g')} {cur}/hour; profile {c['profile']})"))
     rows.append(("report", doc["report_html"] or NA))
     rows.append(("run id", f"{doc['run_id']} ({doc['status']}) — gpuledger report {doc['run_id']} / "
                  f"gpuledger cost {doc['run_id']}"))
+    rows.append(("next", f"same workload elsewhere: gpuledger export {doc['run_id']} -o run.json; there: "
+                 f"gpuledger import run.json && gpuledger bench --like {doc['run_id']}"))
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
         console.print(f"  {k:<{width}}  {escape(v)}")
