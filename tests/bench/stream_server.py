@@ -53,6 +53,11 @@ class Scenario:
     ollama_fixture: Path | None = None  # replay this recorded NDJSON for /api/generate|chat
     ollama_size_vram: int | None = None  # /api/ps size_vram (None = fully on GPU)
     ollama_load_ms: float = 5.0
+    # /metrics in the identity's own series names (vLLM, SGLang, llama.cpp): requests running and waiting,
+    # KV cache in use, preemptions. capacity > 0 serves at most that many at once; the rest wait (queued
+    # before the first byte), each wait counted as a preemption (vLLM only).
+    metrics: bool = False
+    capacity: int = 0
 
 
 @dataclass
@@ -72,6 +77,10 @@ class StreamServer:
         self.generation_requests = 0
         self.active = 0  # generation requests being served now
         self.max_active = 0  # the most ever served at once
+        self.waiting = 0  # generation requests queued behind the capacity
+        self.waits = 0  # requests that ever waited
+        self.metrics_scrapes = 0
+        self._slots: asyncio.Semaphore | None = None
         self._counter = itertools.count()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
@@ -103,6 +112,7 @@ class StreamServer:
         app.router.add_get("/api/ps", self._ollama_ps)
         app.router.add_post("/api/generate", self._ollama_generate)
         app.router.add_post("/api/chat", self._ollama_chat)
+        app.router.add_get("/metrics", self._metrics)
         return app
 
     async def start_async(self) -> None:
@@ -254,6 +264,15 @@ class StreamServer:
         return await self._counted(self._openai(request, chat=True))
 
     async def _counted(self, handler: Any) -> web.StreamResponse:
+        cap = self.scenario.capacity
+        if cap and self._slots is None:
+            self._slots = asyncio.Semaphore(cap)
+        if self._slots is not None:
+            if self._slots.locked():
+                self.waits += 1
+            self.waiting += 1
+            await self._slots.acquire()
+            self.waiting -= 1
         self.active += 1
         self.max_active = max(self.max_active, self.active)
         try:
@@ -261,6 +280,29 @@ class StreamServer:
             return resp
         finally:
             self.active -= 1
+            if self._slots is not None:
+                self._slots.release()
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        if not self.scenario.metrics:
+            raise web.HTTPNotFound()
+        self.metrics_scrapes += 1
+        kv = self.active / (self.scenario.capacity or 64)
+        names = {
+            "vllm": ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"),
+            "sglang": ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage"),
+            "llamacpp": (
+                "llamacpp:requests_processing", "llamacpp:requests_deferred", "llamacpp:kv_cache_usage_ratio"
+            ),
+        }[self._ident()]
+        labels = f'{{model_name="{self.model}"}}' if self._ident() != "llamacpp" else ""
+        lines = []
+        for name, value in zip(names, (self.active, self.waiting, kv), strict=True):
+            lines += [f"# HELP {name} test", f"# TYPE {name} gauge", f"{name}{labels} {float(value)}"]
+        if self._ident() == "vllm":
+            lines += ["# HELP vllm:num_preemptions_total test", "# TYPE vllm:num_preemptions_total counter",
+                      f"vllm:num_preemptions_total{labels} {float(self.waits)}"]
+        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 
     async def _openai(self, request: web.Request, chat: bool) -> web.StreamResponse:
         sc = self.scenario

@@ -26,9 +26,11 @@ from time import perf_counter
 from typing import Any
 
 from gpuledger.bench.progress import BenchProgress
+from gpuledger.bench.server_state import STATE_SERIES, ServerStateSampler, summarize_state
 from gpuledger.bench.writer import RunWriter, StoreLike
 from gpuledger.engines import DEFAULT_BASE_URLS, ENDPOINTS, Engine, GenRequest, GenResult, make_engine
-from gpuledger.engines.base import CANNOT_CONNECT
+from gpuledger.engines.base import CANNOT_CONNECT, ServerInfo
+from gpuledger.engines.http import HttpEngine
 from gpuledger.errors import EngineError, GpuledgerError, Interrupted, UsageError
 from gpuledger.records import RunInfo, RunStatus
 from gpuledger.workload.datasets import DEFAULT_MAX_TOKENS, DatasetSpec, Prompt, build_dataset
@@ -62,6 +64,8 @@ class BenchConfig:
     request_timeout_s: float = 300.0
     api_key_env: str = "OPENAI_API_KEY"
     seed: int = 0
+    server_metrics: bool = True
+    server_metrics_interval_s: float = 1.0
     like: dict[str, Any] | None = None  # {"run_id", "overridden"}: the workload was copied (bench --like)
 
     def validate(self) -> None:
@@ -84,6 +88,11 @@ class BenchConfig:
         if not (self.request_timeout_s > 0 and math.isfinite(self.request_timeout_s)):
             raise UsageError(
                 f"--request-timeout must be a positive number of seconds, got {self.request_timeout_s}"
+            )
+        if not (self.server_metrics_interval_s > 0 and math.isfinite(self.server_metrics_interval_s)):
+            raise UsageError(
+                "--server-metrics-interval must be a positive number of seconds, got "
+                f"{self.server_metrics_interval_s}"
             )
         if not (self.telemetry_interval_s > 0 and math.isfinite(self.telemetry_interval_s)):
             raise UsageError(
@@ -124,6 +133,8 @@ class BenchConfig:
             "label": self.label,
             "telemetry": self.telemetry,
             "telemetry_interval_s": self.telemetry_interval_s,
+            "server_metrics": self.server_metrics,
+            "server_metrics_interval_s": self.server_metrics_interval_s,
             "request_timeout_s": self.request_timeout_s,
             "api_key_env": self.api_key_env,  # the variable's NAME; the key itself is never stored
             "seed": self.seed,
@@ -341,6 +352,7 @@ async def _run(
                 hint="check --model, --endpoint and the server's log",
             )
 
+    state = await _state_sampler(cfg, engine, server)
     info = RunInfo(
         id="",
         label=cfg.label,
@@ -368,21 +380,41 @@ async def _run(
         slo=cfg.slo,
         stages=sweep_stages,
     )
-    with _quiet_runtime():
-        return await _measure(
-            cfg,
-            engine,
-            writer,
-            info,
-            stages,
-            per_stage,
-            measured_prompts,
-            stop,
-            interrupted,
-            tasks,
-            show_progress,
-            on_run_created,
-        )
+    try:
+        with _quiet_runtime():
+            return await _measure(
+                cfg,
+                engine,
+                writer,
+                info,
+                stages,
+                per_stage,
+                measured_prompts,
+                stop,
+                interrupted,
+                tasks,
+                show_progress,
+                on_run_created,
+                state,
+            )
+    finally:
+        if isinstance(state, ServerStateSampler):
+            await state.close()
+
+
+async def _state_sampler(
+    cfg: BenchConfig, engine: Engine, server: ServerInfo
+) -> ServerStateSampler | str | None:
+    """The server's /metrics sampler for the window, or why there is none (None: not asked for, or
+    the engine has no such endpoint)."""
+    if not cfg.server_metrics or server.kind not in STATE_SERIES or not isinstance(engine, HttpEngine):
+        return None
+    sampler = ServerStateSampler(server.kind, engine.base_url + "/metrics", cfg.server_metrics_interval_s)
+    reason = await sampler.check()
+    if reason is None:
+        return sampler
+    hint = " (llama.cpp serves it with --metrics)" if server.kind == "llamacpp" else ""
+    return f"not sampled: {reason}{hint}"
 
 
 @contextlib.contextmanager
@@ -414,10 +446,15 @@ async def _measure(
     tasks: set[asyncio.Task[Any]],
     show_progress: bool,
     on_run_created: Callable[[str], None] | None,
+    state: ServerStateSampler | str | None = None,
 ) -> RunInfo:
     run_id = writer.start()
     if on_run_created is not None:
         on_run_created(run_id)
+    sampler = state if isinstance(state, ServerStateSampler) else None
+    if sampler is not None:
+        sampler.start(writer.t0)
+    stage_windows: list[tuple[str, float, float]] = []
 
     status: RunStatus = "complete"
     prog = BenchProgress(engine, enabled=show_progress)
@@ -454,11 +491,13 @@ async def _measure(
                 deadline = perf_counter() + cfg.duration_s if cfg.duration_s is not None else None
                 feed = _Feed(prompt_iter, stage, per_stage, deadline, stop, next_index)
                 prog.stage(stage.name, per_stage, cfg.duration_s)
+                t_stage = perf_counter() - writer.t0
                 try:
                     await _drive(engine, stage, feed, on_result, cfg.seed, tasks)
                 except asyncio.CancelledError:
                     if not interrupted:
                         raise
+                stage_windows.append((stage.name, t_stage, perf_counter() - writer.t0))
                 next_index = feed.next_index
     except BaseException:
         # Not a clean stop (a bug, or the task itself cancelled): keep what finished, then re-raise.
@@ -477,6 +516,11 @@ async def _measure(
             "cancelled_in_flight": max(0, next_index - finished),
         }
     srv = dict(info.server)
+    if sampler is not None:
+        await sampler.stop()
+        srv["state"] = summarize_state(sampler, stage_windows)
+    elif isinstance(state, str):
+        srv["state"] = {"reason": state}
     srv.update(await engine.after_run())
     fp = getattr(engine, "fingerprint", None)
     if fp:

@@ -139,6 +139,7 @@ def render_run(info: RunInfo) -> None:
         console.print(
             f"telemetry {dev.get('device')} ({escape(str(dev.get('name') or ''))}): {util}, {power}, {energy}"
         )
+    render_state(srv.get("state"))
     cl = info.client
     if cl:
         console.print(
@@ -157,6 +158,32 @@ def render_run(info: RunInfo) -> None:
             f"requests kept, {it['cancelled_in_flight']} in flight were cancelled"
         )
     console.print(f"run id: [bold]{info.id}[/bold]")
+
+
+def render_state(state: dict[str, Any] | None) -> None:
+    """The server's own view over the window (``server.state``), and what it says about the numbers."""
+    if not state:
+        return
+    if "reason" in state:
+        console.print(f"server state: {escape(str(state['reason']))}")
+        return
+
+    def stat(block: Any, fmt: str) -> str:
+        if not block:
+            return "n/a"
+        return f"{block['mean']:{fmt}} mean / {block['max']:{fmt}} max"
+
+    kv = state.get("kv_cache_usage_ratio")
+    kv_text = f"{kv['mean']:.0%} mean / {kv['max']:.0%} max" if kv else "n/a (not exported)"
+    pre = state.get("preemptions")
+    console.print(
+        f"server state ({escape(str(state.get('source')))}, every {state.get('interval_s', 0):g} s, "
+        f"{state.get('scrapes', 0)} scrapes): running {stat(state.get('running'), '.1f')}, "
+        f"waiting {stat(state.get('waiting'), '.1f')}, KV cache {kv_text}, "
+        f"preemptions {'n/a' if pre is None else f'{pre:g}'}"
+    )
+    for note in state.get("notes", []):
+        console.print(f"  [yellow]why:[/yellow] {escape(str(note))}")
 
 
 def _from_command_line(ctx: typer.Context, name: str) -> bool:
@@ -261,6 +288,17 @@ def bench(
     telemetry_interval: Annotated[
         float, typer.Option("--telemetry-interval", help="Seconds between readings.")
     ] = 0.1,
+    server_metrics: Annotated[
+        bool,
+        typer.Option(
+            "--server-metrics/--no-server-metrics",
+            help="Sample the server's own /metrics (vLLM, SGLang, llama.cpp): requests running and waiting, "
+            "KV cache in use, preemptions.",
+        ),
+    ] = True,
+    server_metrics_interval: Annotated[
+        float, typer.Option("--server-metrics-interval", help="Seconds between /metrics scrapes.")
+    ] = 1.0,
     request_timeout: Annotated[
         float,
         typer.Option("--request-timeout", help="Seconds one request may take before it counts as failed."),
@@ -380,6 +418,8 @@ def bench(
         label=label,
         telemetry=telemetry,
         telemetry_interval_s=telemetry_interval,
+        server_metrics=server_metrics,
+        server_metrics_interval_s=server_metrics_interval,
         request_timeout_s=request_timeout,
         api_key_env=api_key_env,
         seed=seed,

@@ -314,6 +314,11 @@ def show(
         console.print(_kv_table(rows))
     else:
         console.print(f"{NA} (no environment fingerprint stored)", markup=False)
+    if info.server.get("state"):
+        from gpuledger.cli.bench_cmd import render_state
+
+        console.rule("server state", align="left")
+        render_state(info.server["state"])
     console.rule("telemetry", align="left")
     if info.telemetry_summary:
         table, notes = _telemetry_table(info.telemetry_summary)

@@ -464,7 +464,7 @@ _IGNORED_ENV_WORDS = frozenset(
 )
 _IGNORED_CONFIG_WORDS = frozenset(
     {"url", "host", "port", "path", "file", "dir", "label", "db", "store", "secret", "password", "seed",
-     "like"}
+     "like", "metrics"}
 )
 
 

@@ -55,6 +55,13 @@ class TestCompletionsAgainstLlamaCpp:
         assert completions_run.summary["num_failed"] == 0, completions_run.summary.get("error_examples")
         assert completions_run.summary["num_ok"] == N
 
+    def test_the_servers_slots_are_sampled_over_the_window(self, completions_run: BenchRun) -> None:
+        state = completions_run.doc["server"]["state"]
+        assert state["source"] == f"llama.cpp GET {completions_run.doc['base_url']}/metrics"
+        assert state["scrapes"] >= 1 and state["failed_scrapes"] == 0
+        assert 0 <= state["running"]["max"] <= 4 and state["waiting"]["max"] >= 0
+        assert state["kv_cache_usage_ratio"] is None and state["preemptions"] is None  # not in this build
+
     def test_server_is_identified_as_llamacpp(self, completions_run: BenchRun) -> None:
         server = completions_run.doc["server"]
         assert server["kind"] == "llamacpp"
