@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 from cost_runs import MakeRun
@@ -264,3 +265,22 @@ def test_a_repeat_made_with_like_from_the_same_dataset_file_elsewhere_is_like_fo
     other = cost_of_run(make_run("c0000002", workload=edited, config=cfg), NV, catalog=catalog)
     warnings = "\n".join(compare([a, other]).pairs[0].warnings)
     assert "different workloads: sha256 = " in warnings
+
+
+def test_runs_at_different_operating_points_are_named_by_their_servers_queues(
+    make_run: MakeRun, catalog: Catalog
+) -> None:
+    def state(waiting_max: float) -> dict[str, Any]:
+        return {"state": {"waiting": {"mean": waiting_max / 2, "max": waiting_max}, "notes": []}}
+
+    saturated = cost_of_run(make_run("a0000003", server=state(14)), NV, catalog=catalog)
+    headroom = cost_of_run(make_run("b0000003", server=state(0)), NV, catalog=catalog)
+    unknown = cost_of_run(make_run("c0000003"), NV, catalog=catalog)
+    warnings = "\n".join(compare([saturated, headroom]).pairs[0].warnings)
+    assert "A's server kept requests waiting in its queue (up to 14) while B's did not" in warnings
+    assert "A was measured at saturation, B below it" in warnings
+    reverse = "\n".join(compare([headroom, saturated]).pairs[0].warnings)
+    assert "B's server kept requests waiting" in reverse and "B was measured at saturation" in reverse
+    # Without the server's view on both sides nothing is claimed.
+    assert "saturation" not in "\n".join(compare([saturated, unknown]).pairs[0].warnings)
+    assert "saturation" not in "\n".join(compare([saturated, saturated]).pairs[0].warnings)

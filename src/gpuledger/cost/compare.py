@@ -17,6 +17,7 @@ from typing import Any
 from gpuledger.cost.model import CostInputs, Evaluation, RunCost, evaluate, money_prefix
 from gpuledger.cost.runview import flat, summary_number
 from gpuledger.errors import InvalidInputError, UsageError
+from gpuledger.records import RunInfo
 
 BASES = ("output", "total")
 SENSITIVITY_STEP = 0.20
@@ -514,6 +515,27 @@ def _mean_per_request(cost: RunCost, key: str) -> float | None:
     return total / ok if total is not None and ok else None
 
 
+def _queue_peak(run: RunInfo) -> float | None:
+    """The most requests the run's server kept waiting (``server.state``, sampled from its /metrics)."""
+    state = (run.server or {}).get("state") or {}
+    waiting = state.get("waiting") if isinstance(state, dict) else None
+    peak = waiting.get("max") if isinstance(waiting, dict) else None
+    return float(peak) if isinstance(peak, int | float) else None
+
+
+def _saturation_warnings(ra: RunInfo, rb: RunInfo) -> list[str]:
+    """Two runs at different operating points: one server queued requests, the other did not."""
+    qa, qb = _queue_peak(ra), _queue_peak(rb)
+    if qa is None or qb is None or (qa > 0) == (qb > 0):
+        return []
+    busy, idle = ("A", "B") if qa > 0 else ("B", "A")
+    return [
+        f"{busy}'s server kept requests waiting in its queue (up to {max(qa, qb):g}) while {idle}'s did not: "
+        f"{busy} was measured at saturation, {idle} below it — its latency includes queueing and its "
+        "throughput is its ceiling; compare at the same operating point (a --sweep shows both)"
+    ]
+
+
 def comparison_warnings(a: RunCost, b: RunCost) -> list[str]:
     ra, rb = a.run, b.run
     out: list[str] = []
@@ -554,6 +576,7 @@ def comparison_warnings(a: RunCost, b: RunCost) -> list[str]:
             )
         if run.status != "complete":
             out.append(f"run {run.id} ({side}) is {run.status}, not complete")
+    out.extend(_saturation_warnings(ra, rb))
     if ra.engine != rb.engine:
         out.append(f"different engines: {ra.engine!r} (A) vs {rb.engine!r} (B)")
     sa, sb = flat(ra.server or {}), flat(rb.server or {})
