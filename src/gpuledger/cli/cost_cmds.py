@@ -67,11 +67,48 @@ def _profile_for(run: RunInfo, name: str | None, catalog: Catalog) -> CostProfil
     return load_profile(name, catalog) if name else default_profile_for(run, catalog)
 
 
-def _cost(store: Store, run: RunInfo, profile_name: str | None, catalog: Catalog) -> RunCost:
+def _cost(
+    store: Store,
+    run: RunInfo,
+    profile_name: str | None,
+    catalog: Catalog,
+    stage: str | None = None,
+    slo_attainment: float | None = None,
+) -> RunCost:
     from gpuledger.cost import cost_of_run
+    from gpuledger.cost.operating import DEFAULT_ATTAINMENT
 
     profile = _profile_for(run, profile_name, catalog)
-    return cost_of_run(run, profile, catalog=catalog, doctor_records=_doctor_records(store, profile))
+    return cost_of_run(
+        run,
+        profile,
+        catalog=catalog,
+        doctor_records=_doctor_records(store, profile),
+        stage=stage,
+        slo_attainment=DEFAULT_ATTAINMENT if slo_attainment is None else slo_attainment,
+    )
+
+
+def render_operating_point(cost: RunCost) -> None:
+    """Which stage of a sweep was priced, why, and what each stage would cost."""
+    op = cost.operating_point
+    if not op:
+        return
+    cur = cost.currency
+    p = cur.lower()
+    console.print(f"[bold]priced at stage {op['stage']}[/bold] of the sweep: {op['rule']}")
+    t = Table(title=f"Every stage under the same hourly cost ({cur})", title_justify="left")
+    for col in ("stage", "output tok/s", "SLOs met", f"{cur}/1M output tok"):
+        t.add_column(col, justify="left" if col == "stage" else "right")
+    for row in op["stages"]:
+        mark = " ◀" if row["stage"] == op["stage"] else ""
+        t.add_row(
+            row["stage"] + mark,
+            _num(row.get("output_tokens_per_s")),
+            _pct(row.get("slo_met_ratio")),
+            _money(row.get(f"{p}_per_1m_output_tokens"), ""),
+        )
+    console.print(t)
 
 
 # ------------------------------------------------------------------------------------- cost
@@ -109,9 +146,10 @@ def render_cost(cost: RunCost) -> None:
         f"power: {power['serving_w']:.1f} W serving, {power['average_w']:.1f} W average at "
         f"utilisation {_pct(cost.inputs.utilisation)} — {power['power_source']}"
     )
+    render_operating_point(cost)
     thr = d["throughput"]
     console.print(
-        f"throughput (measured): {_num(thr['output_tokens_per_s'])} output tok/s, "
+        f"throughput ({thr['source']}): {_num(thr['output_tokens_per_s'])} output tok/s, "
         f"{_num(thr['input_tokens_per_s'])} input tok/s, {_num(thr['requests_per_s'])} req/s"
     )
     r = Table(title="Cost per unit of work", title_justify="left")
@@ -163,6 +201,18 @@ def render_cost(cost: RunCost) -> None:
 def cost_cmd(
     run_id: Annotated[str, typer.Argument(help="Run id (or an unambiguous prefix).")],
     profile: ProfileOpt = None,
+    stage: Annotated[
+        str | None,
+        typer.Option("--stage", help="A sweep's stage to price (e.g. c=16). Default: see --slo-attainment."),
+    ] = None,
+    slo_attainment: Annotated[
+        float | None,
+        typer.Option(
+            "--slo-attainment",
+            help="A sweep is priced at its highest-throughput stage where this share of requests met the "
+            "run's SLOs (default 0.99); without SLOs, at its highest throughput.",
+        ),
+    ] = None,
     save: Annotated[bool, typer.Option("--save/--no-save", help="Keep this evaluation in the store.")] = True,
     json_out: JsonOpt = False,
     db: DbOpt = None,
@@ -174,7 +224,7 @@ def cost_cmd(
     store = _open(db)
     try:
         run = store.get_run(run_id)
-        cost = _cost(store, run, profile, catalog)
+        cost = _cost(store, run, profile, catalog, stage, slo_attainment)
         result = cost.to_dict()
         if save:
             try:
@@ -239,6 +289,10 @@ def render_comparison(comp: Comparison) -> None:
             row["power_source"],
         )
     console.print(t)
+    for c in comp.costs:
+        if c.operating_point:
+            console.print(f"{c.run.id} priced at stage {c.operating_point['stage']} of its sweep: "
+                          f"{c.operating_point['rule']}")
     for pair in comp.pairs:
         dec = pair.decomposition
         console.print(

@@ -123,6 +123,7 @@ class Comparison:
                     f"output_tokens_per_{p}": ev.tokens_per_money("output"),
                     f"tokens_per_{p}": ev.tokens_per_money("total"),
                     "power_source": c.power.source,
+                    "priced_stage": (c.operating_point or {}).get("stage"),
                 }
             )
         out: dict[str, Any] = {

@@ -26,6 +26,7 @@ from gpuledger.catalog import (
 )
 from gpuledger.catalog.roofline import TB
 from gpuledger.cost.model import PowerResolution, RunCost, cost_of_run, prefill_share_of
+from gpuledger.cost.operating import operating_point
 from gpuledger.cost.presets import gpu_default_profile
 from gpuledger.cost.profile import CostProfile
 from gpuledger.cost.runview import DeviceView, gpu_devices, summary_number
@@ -187,6 +188,11 @@ def estimate_run(
             hint="add the GPU to your catalog file (docs/cost.md)",
         )
     assumptions: list[str] = []
+    op = operating_point(run)
+    if op is not None:
+        # A sweep is carried over at the load it is priced at, not at the blend of its stages.
+        run = replace(run, summary={k: v for k, v in op.summary.items() if k != "stages"})
+        assumptions.append(f"scaled from stage {op.stage} of the sweep: {op.rule}")
     if prefill_share is None:
         share, how = prefill_share_of(run)
         if share is None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from gpuledger.catalog import Catalog, load_catalog
 from gpuledger.cost.labour import resolve_setup_hours
+from gpuledger.cost.operating import DEFAULT_ATTAINMENT, OperatingPoint, operating_point
 from gpuledger.cost.presets import cpu_defaults
 from gpuledger.cost.profile import HOURS_PER_MONTH, CostProfile, Mode
 from gpuledger.cost.runview import (
@@ -388,6 +389,7 @@ class RunCost:
     split: dict[str, Any]
     assumptions: list[str]
     warnings: list[str]
+    operating_point: dict[str, Any] | None = None  # the sweep stage priced (cost/operating.py)
 
     @property
     def currency(self) -> str:
@@ -440,7 +442,11 @@ class RunCost:
                 "requests_per_s": inp.requests_per_s,
                 "goodput_requests_per_s": inp.goodput_requests_per_s,
                 "served_output_tokens_per_hour": ev.tokens_per_hour("output"),
-                "source": "run summary (measured)",
+                "source": (
+                    f"stage {self.operating_point['stage']} of the sweep (measured)"
+                    if self.operating_point
+                    else "run summary (measured)"
+                ),
             },
             f"{p}_per_hour": ev.hourly.total,
             f"{p}_per_1m_tokens": ev.cost_per_million("total"),
@@ -458,6 +464,7 @@ class RunCost:
                 "maintenance_hours_per_month": self.profile.maintenance_hours_per_month,
                 f"labour_rate_{p}_per_hour": self.profile.labour_rate_per_hour,
             },
+            **({"operating_point": self.operating_point} if self.operating_point else {}),
             "inputs": self.input_table(),
             "assumptions": self.assumptions,
             "warnings": self.warnings,
@@ -499,7 +506,11 @@ class RunCost:
         out["output_tokens_per_s"] = {
             "value": self.inputs.output_tokens_per_s,
             "unit": "tokens/s",
-            "source": "run summary (measured)",
+            "source": (
+                f"stage {self.operating_point['stage']} of the sweep (measured)"
+                if self.operating_point
+                else "run summary (measured)"
+            ),
         }
         return out
 
@@ -615,12 +626,17 @@ def cost_of_run(
     catalog: Catalog | None = None,
     doctor_records: Sequence[DoctorRunRecord] | None = None,
     power: PowerResolution | None = None,
+    stage: str | None = None,
+    slo_attainment: float = DEFAULT_ATTAINMENT,
 ) -> RunCost:
     """Price a stored run under ``profile``. Raises InvalidInputError (one line naming what is missing)
     for runs with no tokens, no power and no TDP, or a profile that does not fit the run. ``power``
-    overrides how device power is found (used by ``estimate``; the profile's ``power_w`` still wins)."""
+    overrides how device power is found (used by ``estimate``; the profile's ``power_w`` still wins).
+    A sweep is priced at one stage (``stage``, else the rule of cost/operating.py)."""
     cat = catalog if catalog is not None else load_catalog()
-    out_tps, in_tps, rps, good = _throughput(run)
+    op = operating_point(run, stage, slo_attainment)
+    priced = replace(run, summary=op.summary) if op is not None else run
+    out_tps, in_tps, rps, good = _throughput(priced)
     used, idle = gpu_devices(run)
     cpu = cpu_device(run)
     kind = "gpu" if used else ("cpu" if cpu is not None else "unknown")
@@ -651,11 +667,19 @@ def cost_of_run(
         warnings.append("the run has no telemetry summary: devices and power come from the profile only")
     power = resolve_power(run, profile, kind, used, n, cat, given=power)
     setup_hours, setup_source = resolve_setup_hours(profile, doctor_records, run)
-    share, _ = prefill_share_of(run)
+    share, _ = prefill_share_of(priced)
     inputs = CostInputs(
         profile, n, power.serving_w, power.idle_w, out_tps, in_tps, rps, good, setup_hours, share
     )
     ev = evaluate(inputs)
+    point = _operating_point_dict(op, inputs, profile) if op is not None else None
+    if op is not None:
+        assumptions.append(
+            f"priced at stage {op.stage} of the sweep: {op.rule}; power and energy are the whole sweep's "
+            "(telemetry is not split by stage)"
+        )
+        if op.warning:
+            warnings.append(op.warning)
     assumptions.extend(power.notes)
     if power.estimate:
         warnings.append(f"power is not measured: {power.source}")
@@ -684,7 +708,22 @@ def cost_of_run(
         power=power,
         setup_source=setup_source,
         energy=_energy(run, kind, used, power),
-        split=_split(ev, run, p),
+        split=_split(ev, priced, p),
         assumptions=assumptions,
         warnings=warnings,
+        operating_point=point,
     )
+
+
+def _operating_point_dict(op: OperatingPoint, inputs: CostInputs, profile: CostProfile) -> dict[str, Any]:
+    """The stage priced, the rule, and what each stage of the sweep would cost per 1M output tokens under
+    the same hourly cost (same power: telemetry is not split by stage)."""
+    p = money_prefix(profile.currency)
+    rows: list[dict[str, Any]] = []
+    for st in op.stages:
+        tps = st.get("output_tokens_per_s")
+        per_1m = None
+        if isinstance(tps, int | float) and tps > 0:
+            per_1m = evaluate(replace(inputs, output_tokens_per_s=float(tps))).cost_per_million("output")
+        rows.append({**st, f"{p}_per_1m_output_tokens": per_1m})
+    return {"stage": op.stage, "rule": op.rule, "stages": rows}
