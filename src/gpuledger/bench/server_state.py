@@ -154,8 +154,11 @@ class ServerStateSampler:
         """End sampling with one last scrape (the counters' value at the window's end)."""
         if self._task is not None:
             self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            (outcome,) = await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
+            if isinstance(outcome, Exception):  # the loop died before the window ended: say so
+                self.failures += 1
+                self.last_error = f"sampling stopped early: {type(outcome).__name__}: {outcome}"
             try:
                 self.final = await self._scrape()
             except EngineMetricsError as exc:
