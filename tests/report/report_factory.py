@@ -235,3 +235,37 @@ def make_run(
         },
     )
     return run_id
+
+
+def server_state(
+    kind: str,
+    readings: Sequence[tuple[float, float | None, float | None, float | None, float | None]],
+    *,
+    stages: Sequence[tuple[str, float, float]] | None = None,
+    failures: int = 0,
+    last_error: str | None = None,
+) -> dict[str, Any]:
+    """``RunInfo.server["state"]`` as bench stores it: the readings (t, running, waiting, KV-cache ratio,
+    preemptions counter) fed to the bench's own sampler and summarised by ``summarize_state``."""
+    from gpuledger.bench.server_state import ServerStateSampler, StatePoint, summarize_state
+
+    sampler = ServerStateSampler(kind, "http://127.0.0.1:18000/metrics", interval_s=1.0)
+    sampler.points = [StatePoint(*r) for r in readings]
+    sampler.failures = failures
+    sampler.last_error = last_error
+    return summarize_state(sampler, list(stages) if stages else None)
+
+
+def server_of(
+    kind: str, state: dict[str, Any] | None, model: str = "Qwen/Qwen2.5-7B-Instruct"
+) -> dict[str, Any]:
+    """A ``RunInfo.server`` of a ``kind`` server (with its ``state`` when given)."""
+    server: dict[str, Any] = {
+        "kind": kind,
+        "version": "0.6.3",
+        "version_source": "GET /version",
+        "models": [model],
+    }
+    if state is not None:
+        server["state"] = state
+    return server

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -20,6 +20,7 @@ from gpuledger.errors import UsageError
 from gpuledger.records import DoctorRunRecord, RequestRecord, RunInfo, TelemetrySample
 from gpuledger.report import costs as cost_part
 from gpuledger.report import fmt
+from gpuledger.report import serverstate as state_part
 from gpuledger.report.definitions import METRIC_DEFINITIONS
 from gpuledger.report.model import (
     Figure,
@@ -135,11 +136,17 @@ def build_report(
     costs = cost_part.cost_runs(runs, doctor_runs)
 
     say("assembling sections")
+    throughput = _throughput(runs)
+    server_state = _server_state(runs)
+    if server_state is None:
+        # No run records the server's view: one line says why, where the section would have been.
+        throughput = replace(throughput, not_measured=(*throughput.not_measured, _no_server_state(runs)))
     sections = (
         _overview(runs),
         _environment(runs, doctor_runs),
         _latency(runs),
-        _throughput(runs),
+        throughput,
+        *((server_state,) if server_state is not None else ()),
         _telemetry(runs),
         cost_part.cost_section(runs, costs),
         _labour(runs, doctor_runs),
@@ -158,6 +165,7 @@ def build_report(
                 "throughput_points": r.extra.get("stage_points", []),
                 "cost": costs.per_run.get(r.info.id),
                 "cost_error": costs.errors.get(r.info.id),
+                **_optional_numbers(r.info),
             }
             for r in runs
         ],
@@ -292,6 +300,26 @@ def _number(value: Any) -> float | None:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     return None
+
+
+def _like_of(info: RunInfo) -> Mapping[str, Any] | None:
+    """``RunInfo.config["like"]`` of a run made with ``bench --like RUN`` (its workload was copied)."""
+    config = info.config if isinstance(info.config, Mapping) else {}
+    like = config.get("like")
+    return like if isinstance(like, Mapping) and isinstance(like.get("run_id"), str) else None
+
+
+def _optional_numbers(info: RunInfo) -> dict[str, Any]:
+    """Per-run JSON numbers that only runs recording them have: the server's state over the window
+    (``RunInfo.server.state``) and where the workload came from (``RunInfo.config.like``)."""
+    out: dict[str, Any] = {}
+    state = state_part.state_of(info)
+    if state is not None:
+        out["server_state"] = dict(state)
+    like = _like_of(info)
+    if like is not None:
+        out["workload_like"] = dict(like)
+    return out
 
 
 # ---------------------------------------------------------------------------- tables and series
@@ -492,7 +520,8 @@ def _environment(runs: list[RunData], doctor_runs: list[DoctorRunRecord]) -> Sec
         for k, v in rest.items():
             rows[f"env: {k}"] = v
         server_rest: dict[str, str] = {}
-        _flatten("", {k: v for k, v in server.items() if k not in _SERVER_FIRST}, server_rest)
+        # The server's state over the window has its own section.
+        _flatten("", {k: v for k, v in server.items() if k not in (*_SERVER_FIRST, "state")}, server_rest)
         for k, v in server_rest.items():
             rows[f"server: {k}"] = v
         if not env:
@@ -790,6 +819,148 @@ def _throughput(runs: list[RunData]) -> Section:
     )
 
 
+_STATE_WHAT = "server state (the server's own /metrics: requests running and waiting, KV cache, preemptions)"
+
+
+def _stage_concurrency(stage_name: str, config: Mapping[str, Any]) -> float | None:
+    """The concurrency of a sweep stage named in ``server.state.stages``: from its name (``c=16``) or
+    from the stage of the same name in ``RunInfo.config["load"]["stages"]``."""
+    m = _CONCURRENCY_STAGE.match(stage_name)
+    if m:
+        return float(m.group(1))
+    load = config.get("load")
+    stages = load.get("stages") if isinstance(load, Mapping) else None
+    for st in stages if isinstance(stages, list) else []:
+        if isinstance(st, Mapping) and str(st.get("stage")) == stage_name:
+            return _number(st.get("concurrency"))
+    return None
+
+
+def _no_server_state(runs: list[RunData]) -> str:
+    """The one line saying why no run of the report has a server state."""
+    whys = [state_part.why_no_state(r.info) for r in runs]
+    if len(set(whys)) == 1:
+        return f"{_STATE_WHAT}: {whys[0]}" + (" (every run)" if len(runs) > 1 else "")
+    return f"{_STATE_WHAT}: " + "; ".join(f"{r.ref.name}: {w}" for r, w in zip(runs, whys, strict=True))
+
+
+def _server_state(runs: list[RunData]) -> Section | None:
+    """The server's own view of each run: one row per run (and per sweep stage), what it says about the
+    numbers ("why" lines), and for sweeps waiting and running requests against concurrency. ``None``
+    when no run records a state at all (``_no_server_state`` then says why)."""
+    states = {r.info.id: state_part.state_of(r.info) for r in runs}
+    if all(st is None for st in states.values()):
+        return None
+    several = len(runs) > 1
+    rows: list[dict[str, str]] = []
+    missing: list[str] = []
+    notes: list[str] = []
+    plotted: list[tuple[int, RunData, list[tuple[float, Mapping[str, Any]]]]] = []
+    any_sweep = False
+    for i, r in enumerate(runs):
+        state = states[r.info.id]
+        subject = f"{r.ref.name} server state"
+        if state is None:
+            missing.append(f"{subject}: {state_part.why_no_state(r.info)}")
+            continue
+        if not state_part.sampled(state):
+            missing.append(f"{subject}: {fmt.text(state.get('reason') or 'no scrapes stored')}")
+            continue
+        if not state.get("scrapes"):
+            last = state.get("last_error")
+            missing.append(
+                f"{subject}: no scrape of /metrics answered during the measured window"
+                + (f" (last error: {fmt.text(last)})" if last else "")
+            )
+            continue
+        prefix = f"{r.ref.name}: " if several else ""
+        blocks = state_part.blocks(state)
+        for b in blocks:
+            rows.append({"run": r.ref.name, "stage": b.stage, **state_part.row_cells(r.info, state, b)})
+        caveat = state_part.failed_scrapes_line(state)
+        if caveat:
+            notes.append(prefix + caveat)
+        why_prefix = f"{r.ref.name} — why: " if several else "why: "
+        notes.extend(why_prefix + fmt.text(n) for n in state.get("notes") or [])
+        config = r.info.config or {}
+        stage_blocks = [b for b in blocks if not b.whole]
+        any_sweep = any_sweep or bool(stage_blocks)
+        if stage_blocks:
+            points = [(_stage_concurrency(b.stage, config), b.block) for b in stage_blocks]
+        else:
+            points = [(_concurrency("", {}, config), state)]
+        known = [(c, block) for c, block in points if c is not None]
+        if known:
+            plotted.append((i, r, sorted(known, key=lambda p: p[0])))
+        elif stage_blocks:
+            missing.append(
+                f"{r.ref.name}: waiting vs concurrency — the run's stages have no fixed concurrency "
+                "(a request-rate load)"
+            )
+    figure = _waiting_figure(plotted, several) if any_sweep else None
+    return Section(
+        key="server_state",
+        title="Server state",
+        intro="What the server itself reported while it was measured: how many requests it was running, how "
+        "many it kept waiting in its queue, how full its KV cache was and how often it preempted sequences "
+        "— the reasons behind the latency and throughput above.",
+        tables=_tabulate(
+            "server_state",
+            "Server state over the measured window",
+            rows,
+            "The server's own Prometheus /metrics (source column), scraped every interval over the measured "
+            "window by gpuledger bench (RunInfo.server.state). Running and waiting = requests, summed over "
+            "the series' label sets; KV cache used = % of the KV cache in use (the fullest engine's); mean = "
+            "mean over the scrapes, max = the highest scrape; preemptions = increase of the server's "
+            "preemption counter over the window (or stage).",
+        ),
+        figures=(figure,) if figure is not None else (),
+        not_measured=tuple(missing),
+        notes=tuple(notes),
+        terminal_notes=True,
+    )
+
+
+def _waiting_figure(
+    plotted: list[tuple[int, RunData, list[tuple[float, Mapping[str, Any]]]]], several: bool
+) -> Figure | None:
+    series: list[Series] = []
+    lines: tuple[tuple[str, str, str, SeriesDash], ...] = (
+        ("waiting", "max", "waiting (max)", "solid"),
+        ("waiting", "mean", "waiting (mean)", "dash"),
+        ("running", "max", "running (max)", "dot"),
+    )
+    for i, r, points in plotted:
+        for k, (key, which, label, dash) in enumerate(lines):
+            xy = [(c, v) for c, block in points if (v := state_part.stat(block, key, which)) is not None]
+            if not xy:
+                continue
+            series.append(
+                _xy_series(
+                    f"{r.ref.name} — {label}" if several else label,
+                    xy,
+                    mode="lines+markers",
+                    color=i if several else k,
+                    group=r.info.id,
+                    dash=dash,
+                )
+            )
+    if not series:
+        return None
+    return Figure(
+        key="waiting_vs_concurrency",
+        title="Waiting requests vs concurrency",
+        kind="line",
+        x_title="concurrent requests",
+        y_title="requests (waiting in the server's queue; running)",
+        series=tuple(series),
+        provenance="Per sweep stage, from the server's own /metrics scraped over the stage: the most and the "
+        "mean requests it kept waiting, and the most it ran at once. Waiting rising above 0 while running "
+        "stops growing is the saturation point: more concurrency only queues.",
+        x_log=True,
+    )
+
+
 # (figure key, title, y axis, scale, stored metrics drawn): GPUs report util_ratio, the CPU cpu_util_ratio.
 _TS_FIGURES: tuple[tuple[str, str, str, float, tuple[str, ...]], ...] = (
     ("power", "Power over time", "power (W)", 1.0, ("power_w",)),
@@ -986,8 +1157,74 @@ def _setup_labour(records: list[DoctorRunRecord]) -> tuple[Table, ...]:
     )
 
 
+def _flags(names: Any) -> str:
+    """``["num_requests", "concurrency"]`` -> ``"--num-requests, --concurrency"`` (bench's flag names)."""
+    if not isinstance(names, list | tuple):
+        return ""
+    return ", ".join("--" + str(n).replace("_", "-") for n in names)
+
+
+def _workload_origins(runs: list[RunData]) -> tuple[dict[str, str], list[str]]:
+    """Where each run's workload came from (a cell per run id), and lines naming the runs of this report
+    that ran the same workload through ``bench --like``. Both empty when no run was made with --like."""
+    likes = {r.info.id: _like_of(r.info) for r in runs}
+    if all(like is None for like in likes.values()):
+        return {}, []
+    names = {r.info.id: r.ref.name for r in runs}
+    flags = {rid: _flags(like.get("overridden")) for rid, like in likes.items() if like is not None}
+
+    def run_text(run_id: str) -> str:
+        name = names.get(run_id)
+        return f"{name} (run {run_id})" if name is not None and name != run_id else f"run {run_id}"
+
+    def root(run_id: str) -> str:
+        """The run whose workload this one ran, following --like through the runs of this report."""
+        seen = {run_id}
+        like = likes.get(run_id)
+        while like is not None:
+            run_id = str(like["run_id"])
+            if run_id in seen:
+                break
+            seen.add(run_id)
+            like = likes.get(run_id)
+        return run_id
+
+    cells: dict[str, str] = {}
+    for r in runs:
+        like = likes[r.info.id]
+        if like is not None:
+            changed = flags[r.info.id]
+            cells[r.info.id] = f"workload of {run_text(str(like['run_id']))}, " + (
+                f"overridden: {changed}" if changed else "nothing overridden"
+            )
+        else:
+            repeats = [c.ref.name for c in runs if c is not r and root(c.info.id) == r.info.id]
+            cells[r.info.id] = "its own" + (f"; repeated by {', '.join(repeats)}" if repeats else "")
+    lines: list[str] = []
+    for source in dict.fromkeys(root(r.info.id) for r in runs):
+        members = [r for r in runs if root(r.info.id) == source]
+        copies = [r for r in members if r.info.id != source]
+        if len(members) < 2:
+            continue
+        overrides = [f"{c.ref.name} overrode {flags[c.info.id]}" for c in copies if flags.get(c.info.id)]
+        if source in names:
+            line = (
+                f"same workload: {' and '.join(c.ref.name for c in copies)} "
+                f"{'repeats' if len(copies) == 1 else 'repeat'} the workload of {run_text(source)} "
+                "with bench --like"
+            )
+        else:
+            line = (
+                f"same workload: {' and '.join(c.ref.name for c in copies)} all repeat the workload of "
+                f"{run_text(source)} with bench --like"
+            )
+        lines.append(line + ("; except: " + "; ".join(overrides) if overrides else "; nothing overridden"))
+    return cells, lines
+
+
 def _how_measured(runs: list[RunData]) -> Section:
     rows = []
+    origins, same_workload = _workload_origins(runs)
     for r in runs:
         s = r.summary
         token_source = s.get("token_source")
@@ -1019,6 +1256,7 @@ def _how_measured(runs: list[RunData]) -> Section:
         rows.append(
             {
                 "run": r.ref.name,
+                **({"workload": origins[r.info.id]} if origins else {}),
                 "summary": r.summary_source,
                 "token counts from": ts_text or fmt.MISSING,
                 "output length mismatch": fmt.text(mismatch),
@@ -1041,7 +1279,16 @@ def _how_measured(runs: list[RunData]) -> Section:
             "Provenance per run",
             rows,
             "Token counts: server usage when reported, else the server's tokenizer, else a client count "
-            "(one token per content chunk).",
+            "(one token per content chunk)."
+            + (
+                " Workload: a run made with gpuledger bench --like RUN ran RUN's workload (dataset, lengths, "
+                "load, counts, seed and SLOs copied; RunInfo.config.like), except the flags listed as "
+                "overridden."
+                if origins
+                else ""
+            ),
         ),
         definitions=METRIC_DEFINITIONS,
+        notes=tuple(same_workload),
+        terminal_notes=bool(same_workload),
     )

@@ -93,6 +93,7 @@ class Section:
     not_measured: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     definitions: tuple[tuple[str, str], ...] = ()
+    terminal_notes: bool = False  # the terminal prints the notes too (they explain the numbers)
 
     def to_dict(self) -> dict[str, Any]:
         return {

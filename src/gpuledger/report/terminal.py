@@ -62,5 +62,8 @@ def render_terminal(data: ReportData, console: Console) -> None:
                 console.print(_rich_table(t))
         for line in s.not_measured:
             console.print(Text("not measured: ", style="yellow") + Text(line))
+        if s.terminal_notes:
+            for note in s.notes:
+                console.print(Text(note))
         if s.figures:
             console.print(Text(f"{len(s.figures)} plot(s) in the HTML report (--html FILE)", style="dim"))
