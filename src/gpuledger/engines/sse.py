@@ -108,66 +108,76 @@ class OpenAIStream:
             if type(obj) is not dict:
                 self.error = f"unexpected stream payload: {_clip(line[5:].strip())!r}"
                 return n
-            choices = obj.get("choices")
-            usage = obj.get("usage")
-            if choices:
-                c = choices[0]
-                fr = c.get("finish_reason")
-                role = False
-                if chat:
-                    delta = c.get("delta")
-                    if delta:
-                        text = delta.get("content")
-                        if text is None:
-                            # Reasoning and tool-call deltas are generated tokens too.
-                            text = delta.get("reasoning_content") or delta.get("reasoning")
-                            if text is None and delta.get("tool_calls"):
-                                text = ""
-                        role = "role" in delta
+            try:
+                choices = obj.get("choices")
+                usage = obj.get("usage")
+                if usage is not None and type(usage) is not dict:
+                    raise TypeError("usage is not an object")
+                if choices:
+                    c = choices[0]
+                    fr = c.get("finish_reason")
+                    role = False
+                    if chat:
+                        delta = c.get("delta")
+                        if delta:
+                            text = delta.get("content")
+                            if text is None:
+                                # Reasoning and tool-call deltas are generated tokens too.
+                                text = delta.get("reasoning_content") or delta.get("reasoning")
+                                if text is None and delta.get("tool_calls"):
+                                    text = ""
+                            role = "role" in delta
+                        else:
+                            text = None
                     else:
-                        text = None
-                else:
-                    text = c.get("text")
-                if text:
-                    add_text(text)
-                if usage and (fr is None or self.continuous) and "completion_tokens" in usage:
-                    # Cumulative usage on every chunk: exact tokens per chunk. (Usage that first
-                    # appears on the finish chunk is a final total, as llama.cpp sends it.)
-                    if not self.continuous:
-                        self.continuous = True
-                        self.chunk_tokens = [1] * len(self.chunk_times)
-                    ct = usage["completion_tokens"]
-                    k = ct - self._last_ct
-                    self._last_ct = ct
-                    if k > 0:
+                        text = c.get("text")
+                    if text is not None and type(text) is not str:
+                        raise TypeError("the chunk's text is not a string")
+                    if text:
+                        add_text(text)
+                    if usage and (fr is None or self.continuous) and "completion_tokens" in usage:
+                        # Cumulative usage on every chunk: exact tokens per chunk. (Usage that first
+                        # appears on the finish chunk is a final total, as llama.cpp sends it.)
+                        if not self.continuous:
+                            self.continuous = True
+                            self.chunk_tokens = [1] * len(self.chunk_times)
+                        ct = usage["completion_tokens"]
+                        k = ct - self._last_ct
+                        self._last_ct = ct
+                        if k > 0:
+                            add_time(t)
+                            self.chunk_tokens.append(k)
+                            n += 1
+                    elif text is not None and (text or not role):
                         add_time(t)
-                        self.chunk_tokens.append(k)
+                        if self.continuous:
+                            self.chunk_tokens.append(1)
                         n += 1
-                elif text is not None and (text or not role):
-                    add_time(t)
-                    if self.continuous:
-                        self.chunk_tokens.append(1)
-                    n += 1
-                    if not text and fr is not None:
-                        self._empty_finish_at = len(self.chunk_times)
-                if fr is None:
-                    if usage:
-                        self.usage = usage
-                    continue
-                self.finish_reason = fr
-            elif "error" in obj or obj.get("object") == "error":
-                self.error = f"server error event: {_error_text(obj)}"
+                        if not text and fr is not None:
+                            self._empty_finish_at = len(self.chunk_times)
+                    if fr is None:
+                        if usage:
+                            self.usage = usage
+                        continue
+                    self.finish_reason = fr
+                elif "error" in obj or obj.get("object") == "error":
+                    self.error = f"server error event: {_error_text(obj)}"
+                    return n
+                # The end of the stream (finish or usage-only chunks): totals and server details.
+                if usage:
+                    self.usage = usage
+                if self.fingerprint is None:
+                    fp = obj.get("system_fingerprint")
+                    if fp:
+                        self.fingerprint = fp
+                tm = obj.get("timings")
+                if tm:
+                    self.timings = tm
+            except (AttributeError, TypeError, KeyError, IndexError):
+                # A payload of the wrong shape ("choices" not a list of objects, a text that is not a
+                # string, non-numeric usage): the request fails with it, the run goes on.
+                self.error = f"malformed stream event: {_clip(line[5:].strip())!r}"
                 return n
-            # The end of the stream (finish or usage-only chunks): totals and server details.
-            if usage:
-                self.usage = usage
-            if self.fingerprint is None:
-                fp = obj.get("system_fingerprint")
-                if fp:
-                    self.fingerprint = fp
-            tm = obj.get("timings")
-            if tm:
-                self.timings = tm
         return n
 
     def finish(self) -> None:
@@ -249,9 +259,12 @@ class OllamaStream:
                 continue
             if self._chat:
                 msg = obj.get("message")
-                text = msg.get("content") if msg else None
+                text = msg.get("content") if type(msg) is dict else None
             else:
                 text = obj.get("response")
+            if text is not None and type(text) is not str:
+                self.error = f"malformed stream line: {_clip(line)!r}"
+                return n
             if text is not None:
                 self.chunk_times.append(t)
                 if text:
