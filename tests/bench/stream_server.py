@@ -79,6 +79,8 @@ class StreamServer:
         self.max_active = 0  # the most ever served at once
         self.waiting = 0  # generation requests queued behind the capacity
         self.waits = 0  # requests that ever waited
+        self.queue_seconds = 0.0  # time requests spent waiting for a slot (vLLM's queue-time histogram)
+        self.queued = 0
         self.metrics_scrapes = 0
         self._slots: asyncio.Semaphore | None = None
         self._counter = itertools.count()
@@ -271,7 +273,10 @@ class StreamServer:
             if self._slots.locked():
                 self.waits += 1
             self.waiting += 1
+            t = time.perf_counter()
             await self._slots.acquire()
+            self.queue_seconds += time.perf_counter() - t
+            self.queued += 1
             self.waiting -= 1
         self.active += 1
         self.max_active = max(self.max_active, self.active)
@@ -301,7 +306,13 @@ class StreamServer:
             lines += [f"# HELP {name} test", f"# TYPE {name} gauge", f"{name}{labels} {float(value)}"]
         if self._ident() == "vllm":
             lines += ["# HELP vllm:num_preemptions_total test", "# TYPE vllm:num_preemptions_total counter",
-                      f"vllm:num_preemptions_total{labels} {float(self.waits)}"]
+                      f"vllm:num_preemptions_total{labels} {float(self.waits)}",
+                      "# HELP vllm:request_queue_time_seconds test",
+                      "# TYPE vllm:request_queue_time_seconds histogram",
+                      f'vllm:request_queue_time_seconds_bucket{{le="+Inf",model_name="{self.model}"}} '
+                      f"{self.queued}",
+                      f"vllm:request_queue_time_seconds_count{labels} {float(self.queued)}",
+                      f"vllm:request_queue_time_seconds_sum{labels} {self.queue_seconds}"]
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 
     async def _openai(self, request: web.Request, chat: bool) -> web.StreamResponse:

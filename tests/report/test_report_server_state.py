@@ -87,7 +87,9 @@ def test_a_sweep_with_server_state_gets_a_section_after_throughput_with_a_row_pe
     keys = [s.key for s in data.sections]
     assert keys.index("server_state") == keys.index("throughput") + 1
     t = _table(data, "server_state", "server_state")
-    assert t.columns == ("run", "stage", RUNNING, WAITING, KV, PREEMPTIONS, "scrapes", "source")
+    assert t.columns == (
+        "run", "stage", RUNNING, WAITING, "queue time (ms, mean)", KV, PREEMPTIONS, "scrapes", "source"
+    )
     rows = _rows(t)
     assert [r["stage"] for r in rows] == ["all stages", "c=1", "c=4", "c=16"]
     whole, c1, c4, c16 = rows
@@ -164,7 +166,11 @@ def test_markdown_and_terminal_show_the_table_and_the_why_lines(store: Store) ->
     data = build_report(store, [_sweep_run(store)])
     md = render_markdown(data)
     assert "## Server state" in md
-    assert "| mi300x-sweep | c=16 | 8 / 8 | 8 / 8 | 97.0 / 97.0 | 4 | 5 |" in md
+    row = (
+        "| mi300x-sweep | c=16 | 8 / 8 | 8 / 8 | n/a — not read from the server's /metrics | 97.0 / 97.0 "
+        "| 4 | 5 |"
+    )
+    assert row in md
     assert "- why: stage c=16: vLLM kept requests waiting" in md
     assert "Plots in the HTML report: Waiting requests vs concurrency." in md
     console = Console(record=True, width=300)

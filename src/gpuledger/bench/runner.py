@@ -65,7 +65,7 @@ class BenchConfig:
     api_key_env: str = "OPENAI_API_KEY"
     seed: int = 0
     server_metrics: bool = True
-    server_metrics_interval_s: float = 1.0
+    server_metrics_interval_s: float | None = None  # None: read /metrics only where the server is idle
     like: dict[str, Any] | None = None  # {"run_id", "overridden"}: the workload was copied (bench --like)
 
     def validate(self) -> None:
@@ -89,7 +89,8 @@ class BenchConfig:
             raise UsageError(
                 f"--request-timeout must be a positive number of seconds, got {self.request_timeout_s}"
             )
-        if not (self.server_metrics_interval_s > 0 and math.isfinite(self.server_metrics_interval_s)):
+        interval = self.server_metrics_interval_s
+        if interval is not None and not (interval > 0 and math.isfinite(interval)):
             raise UsageError(
                 "--server-metrics-interval must be a positive number of seconds, got "
                 f"{self.server_metrics_interval_s}"
@@ -499,6 +500,8 @@ async def _measure(
                         raise
                 stage_windows.append((stage.name, t_stage, perf_counter() - writer.t0))
                 next_index = feed.next_index
+                if sampler is not None and not interrupted:
+                    await sampler.mark()  # the stage's requests have all finished: the server is idle
     except BaseException:
         # Not a clean stop (a bug, or the task itself cancelled): keep what finished, then re-raise.
         with contextlib.suppress(GpuledgerError):

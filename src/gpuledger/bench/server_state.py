@@ -1,28 +1,36 @@
-"""The server's own view while a bench runs: how many requests it was running, how many it kept
-waiting in its queue, how full its KV cache was, and how often it preempted sequences — read from its
-Prometheus ``/metrics`` once a second during the measured window.
+"""The server's own view of a bench: how long requests waited in its queue, how often it preempted
+sequences, and — when asked — how many requests it was running and keeping waiting and how full its KV
+cache was, read from its Prometheus ``/metrics``.
 
 They say *why* a run's numbers are what they are: a TTFT that grows with concurrency while requests
 wait in the server's queue is queueing, not prefill; a throughput plateau with a full KV cache and
-preemptions is memory, not compute. Series read (summed over label sets, except the KV-cache ratio,
-which is the fullest engine's when a server runs several):
+preemptions is memory, not compute.
 
-- vLLM: ``vllm:num_requests_running``, ``vllm:num_requests_waiting``, ``vllm:kv_cache_usage_perc``
-  (v1; ``vllm:gpu_cache_usage_perc`` in v0; a ratio 0..1 despite the name), ``vllm:num_preemptions_total``.
-- SGLang: ``sglang:num_running_reqs``, ``sglang:num_queue_reqs``, ``sglang:token_usage`` (ratio); no
-  preemption counter.
-- llama.cpp (``--metrics``): ``llamacpp:requests_processing``, ``llamacpp:requests_deferred``,
-  ``llamacpp:kv_cache_usage_ratio`` (not in every build); no preemption counter.
+Measuring must not change what is measured. Rendering ``/metrics`` costs the server CPU in its API
+process: on this project's 2-vCPU machine a scrape once a second during the window added ~250-330 ms to
+vLLM's mean TTFT and halved its throughput. So by default the page is read only where the server is idle
+— before the window and at the end of each stage (a sweep's stages run one after another, and the
+requests of a stage have all finished when it ends): the counters (preemptions; vLLM's queue-time
+histogram) are exact from those edges and cost the measured requests nothing. The gauges (running,
+waiting, KV cache) exist only during the load: ``--server-metrics-interval S`` samples them, on its own
+connection, parsed in a worker thread, and the run records that it did.
 
-The scrapes use their own connection (never one of the load generator's) and are parsed with
-prometheus_client in a worker thread, so they do not delay the requests being measured.
+Series read (summed over label sets, except the KV-cache ratio, which is the fullest engine's when a
+server runs several):
+
+- vLLM: ``vllm:request_queue_time_seconds`` (histogram sum and count), ``vllm:num_preemptions_total``;
+  gauges ``vllm:num_requests_running``, ``vllm:num_requests_waiting``, ``vllm:kv_cache_usage_perc`` (v1;
+  ``vllm:gpu_cache_usage_perc`` in v0; a ratio 0..1 despite the name).
+- SGLang: gauges ``sglang:num_running_reqs``, ``sglang:num_queue_reqs``, ``sglang:token_usage`` (ratio).
+- llama.cpp (``--metrics``): gauges ``llamacpp:requests_processing``, ``llamacpp:requests_deferred``,
+  ``llamacpp:kv_cache_usage_ratio`` (not in every build).
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from time import perf_counter
 from typing import Any
 
@@ -43,12 +51,14 @@ class StateSeries:
     waiting: str
     kv_usage: tuple[str, ...]  # first present wins
     preemptions: str | None
+    queue_time: str | None = None  # a histogram of seconds spent waiting, per request
 
 
 STATE_SERIES: dict[str, StateSeries] = {
     "vllm": StateSeries(
         "vLLM", "vllm:num_requests_running", "vllm:num_requests_waiting",
         ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"), "vllm:num_preemptions_total",
+        "vllm:request_queue_time_seconds",
     ),
     "sglang": StateSeries("SGLang", "sglang:num_running_reqs", "sglang:num_queue_reqs",
                           ("sglang:token_usage",), None),
@@ -66,6 +76,8 @@ class StatePoint:
     waiting: float | None
     kv_usage_ratio: float | None
     preemptions_total: float | None
+    queue_seconds_sum: float | None = None
+    queue_count: float | None = None
 
 
 def parse_state(text: str, kind: str, t: float) -> StatePoint:
@@ -74,6 +86,8 @@ def parse_state(text: str, kind: str, t: float) -> StatePoint:
     wanted = {series.running, series.waiting, *series.kv_usage}
     if series.preemptions:
         wanted.add(series.preemptions)
+    if series.queue_time:
+        wanted.update((series.queue_time + "_sum", series.queue_time + "_count"))
     sums: dict[str, float] = {}
     peaks: dict[str, float] = {}
     try:
@@ -89,24 +103,28 @@ def parse_state(text: str, kind: str, t: float) -> StatePoint:
     except (ValueError, IndexError, KeyError, TypeError) as exc:
         raise EngineMetricsError(f"/metrics is not Prometheus exposition text ({exc})") from exc
     kv = next((peaks[n] for n in series.kv_usage if n in peaks), None)
+    queue = series.queue_time
     return StatePoint(
         t,
         sums.get(series.running),
         sums.get(series.waiting),
         kv,
         sums.get(series.preemptions) if series.preemptions else None,
+        sums.get(queue + "_sum") if queue else None,
+        sums.get(queue + "_count") if queue else None,
     )
 
 
 @dataclass(slots=True)
 class ServerStateSampler:
-    """Scrapes ``url`` every ``interval_s`` between :meth:`start` and :meth:`stop`."""
+    """Reads ``url`` before the window (:meth:`check`) and at each stage's end (:meth:`mark`), and, when
+    ``interval_s`` is set, every ``interval_s`` during the window (:meth:`start` .. :meth:`stop`)."""
 
     kind: str
     url: str
-    interval_s: float = 1.0
-    points: list[StatePoint] = field(default_factory=list)
-    final: StatePoint | None = None  # read as the window closed: for the counters only
+    interval_s: float | None = None
+    points: list[StatePoint] = field(default_factory=list)  # sampled during the load
+    edges: list[StatePoint] = field(default_factory=list)  # before the window, then each stage's end
     failures: int = 0
     last_error: str | None = None
     _session: aiohttp.ClientSession | None = None
@@ -114,8 +132,8 @@ class ServerStateSampler:
     _t0: float = 0.0
 
     async def check(self) -> str | None:
-        """One scrape before the window: None when the series are there, else why they are not (the
-        session is closed then and nothing is sampled)."""
+        """The first edge, before the window: None when the series are there, else why they are not
+        (the session is closed then and nothing more is read)."""
         self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1))
         try:
             point = await self._scrape()
@@ -125,6 +143,7 @@ class ServerStateSampler:
         if point.running is None and point.waiting is None and point.kv_usage_ratio is None:
             await self.close()
             return f"{self.url} has none of {STATE_SERIES[self.kind].label}'s scheduler series"
+        self.edges.append(point)
         return None
 
     async def _scrape(self) -> StatePoint:
@@ -134,12 +153,15 @@ class ServerStateSampler:
         return await asyncio.to_thread(parse_state, text, self.kind, t)
 
     def start(self, t0: float) -> None:
-        """Begin sampling; ``t0`` is the run's zero on ``perf_counter``'s clock."""
+        """The window begins; ``t0`` is the run's zero on ``perf_counter``'s clock. With an interval,
+        sampling the gauges starts now."""
         self._t0 = t0
-        if self._session is not None:
-            self._task = asyncio.get_running_loop().create_task(self._loop())
+        if self.edges:
+            self.edges[0] = replace(self.edges[0], t=0.0)
+        if self._session is not None and self.interval_s:
+            self._task = asyncio.get_running_loop().create_task(self._loop(self.interval_s))
 
-    async def _loop(self) -> None:
+    async def _loop(self, interval_s: float) -> None:
         next_at = perf_counter()
         while True:
             try:
@@ -147,11 +169,21 @@ class ServerStateSampler:
             except EngineMetricsError as exc:
                 self.failures += 1
                 self.last_error = exc.message
-            next_at += self.interval_s
+            next_at += interval_s
             await asyncio.sleep(max(0.0, next_at - perf_counter()))
 
+    async def mark(self) -> None:
+        """A stage ended (its requests have all finished): read the counters at this edge."""
+        if self._session is None:
+            return
+        try:
+            self.edges.append(await self._scrape())
+        except EngineMetricsError as exc:
+            self.failures += 1
+            self.last_error = exc.message
+
     async def stop(self) -> None:
-        """End sampling with one last scrape (the counters' value at the window's end)."""
+        """The window ended: stop sampling the gauges."""
         if self._task is not None:
             self._task.cancel()
             (outcome,) = await asyncio.gather(self._task, return_exceptions=True)
@@ -159,11 +191,6 @@ class ServerStateSampler:
             if isinstance(outcome, Exception):  # the loop died before the window ended: say so
                 self.failures += 1
                 self.last_error = f"sampling stopped early: {type(outcome).__name__}: {outcome}"
-            try:
-                self.final = await self._scrape()
-            except EngineMetricsError as exc:
-                self.failures += 1
-                self.last_error = exc.message
         await self.close()
 
     async def close(self) -> None:
@@ -178,25 +205,59 @@ def _stats(values: list[float]) -> dict[str, float] | None:
     return {"mean": sum(values) / len(values), "max": max(values)}
 
 
-def _block(points: list[StatePoint], final: StatePoint | None = None) -> dict[str, Any]:
+# A mean time in the queue from this many ms on is worth a reason line.
+QUEUE_NOTE_MS = 5.0
+GAUGES_NOT_SAMPLED = (
+    "not sampled during the window: reading /metrics under load costs the server CPU "
+    "(--server-metrics-interval S samples them)"
+)
+
+
+def _gauges(points: list[StatePoint]) -> dict[str, Any]:
     def col(name: str) -> list[float]:
         return [v for p in points if (v := getattr(p, name)) is not None]
 
-    pre = col("preemptions_total")
-    if final is not None and final.preemptions_total is not None:
-        pre.append(final.preemptions_total)
     return {
         "scrapes": len(points),
         "running": _stats(col("running")),
         "waiting": _stats(col("waiting")),
         "kv_cache_usage_ratio": _stats(col("kv_usage_ratio")),
-        "preemptions": (pre[-1] - pre[0]) if len(pre) >= 2 else None,
     }
+
+
+def _counters(first: StatePoint | None, last: StatePoint | None) -> dict[str, Any]:
+    """Counter increases between two edges: preemptions, requests that left the queue and their mean
+    time in it."""
+    def delta(name: str) -> float | None:
+        a = getattr(first, name) if first is not None else None
+        b = getattr(last, name) if last is not None else None
+        return b - a if a is not None and b is not None else None
+
+    count, total = delta("queue_count"), delta("queue_seconds_sum")
+    return {
+        "preemptions": delta("preemptions_total"),
+        "queued_requests": count,
+        "queue_time_ms_mean": total / count * 1000.0 if count and total is not None else None,
+    }
+
+
+def _window_counters(edges: list[StatePoint], points: list[StatePoint]) -> dict[str, Any]:
+    """The counters between the first and last edge; without two edges, between the first and last
+    sample taken during the load (when the gauges were sampled)."""
+    if len(edges) >= 2:
+        return _counters(edges[0], edges[-1])
+    return _counters(points[0], points[-1]) if len(points) >= 2 else _counters(None, None)
 
 
 def notes_for(block: dict[str, Any], label: str) -> list[str]:
     """What the server's state says about the numbers measured against it."""
     out: list[str] = []
+    queue = block.get("queue_time_ms_mean")
+    if queue is not None and queue >= QUEUE_NOTE_MS:
+        out.append(
+            f"requests waited {queue:.0f} ms on average in {label}'s queue before it began on them: that "
+            "much of their TTFT is queueing, not prefill"
+        )
     waiting = block.get("waiting") or {}
     if waiting.get("max"):
         out.append(
@@ -220,21 +281,31 @@ def notes_for(block: dict[str, Any], label: str) -> list[str]:
 def summarize_state(
     sampler: ServerStateSampler, stages: list[tuple[str, float, float]] | None = None
 ) -> dict[str, Any]:
-    """``RunInfo.server["state"]``: the window's means and peaks, per sweep stage when there are
-    several (``stages`` = (name, start, end) on the run's clock), and what they say."""
+    """``RunInfo.server["state"]``: the counters between the edges, the gauges' means and peaks when they
+    were sampled, per sweep stage when there are several (``stages`` = (name, start, end) on the run's
+    clock), and what they say."""
     label = STATE_SERIES[sampler.kind].label
+    edges = sampler.edges
     out: dict[str, Any] = {
         "source": f"{label} GET {sampler.url}",
         "interval_s": sampler.interval_s,
-        **_block(sampler.points, sampler.final),
+        "edges": len(edges),
+        **_gauges(sampler.points),
+        **_window_counters(edges, sampler.points),
         "failed_scrapes": sampler.failures,
     }
+    if not sampler.interval_s:
+        out["gauges_reason"] = GAUGES_NOT_SAMPLED
     if sampler.last_error:
         out["last_error"] = sampler.last_error
     if stages and len(stages) > 1:
+        # edges[i] is the end of stage i (edges[0] the window's start) when every read succeeded.
+        aligned = len(edges) == len(stages) + 1
         per: list[dict[str, Any]] = []
-        for name, start, end in stages:
-            block = _block([p for p in sampler.points if start <= p.t <= end])
+        for i, (name, start, end) in enumerate(stages):
+            inside = [p for p in sampler.points if start <= p.t <= end]
+            block = _gauges(inside)
+            block.update(_window_counters(edges[i : i + 2] if aligned else [], inside))
             per.append({"stage": name, **block})
         out["stages"] = per
         out["notes"] = [f"stage {b['stage']}: {n}" for b in per for n in notes_for(b, label)]

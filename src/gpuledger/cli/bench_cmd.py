@@ -161,7 +161,7 @@ def render_run(info: RunInfo) -> None:
 
 
 def render_state(state: dict[str, Any] | None) -> None:
-    """The server's own view over the window (``server.state``), and what it says about the numbers."""
+    """The server's own view of the run (``server.state``), and what it says about the numbers."""
     if not state:
         return
     if "reason" in state:
@@ -173,15 +173,26 @@ def render_state(state: dict[str, Any] | None) -> None:
             return "n/a"
         return f"{block['mean']:{fmt}} mean / {block['max']:{fmt}} max"
 
-    kv = state.get("kv_cache_usage_ratio")
-    kv_text = f"{kv['mean']:.0%} mean / {kv['max']:.0%} max" if kv else "n/a (not exported)"
-    pre = state.get("preemptions")
+    def num(value: Any, fmt: str, unit: str = "") -> str:
+        return "n/a" if value is None else f"{value:{fmt}}{unit}"
+
+    queue = num(state.get("queue_time_ms_mean"), ".1f", " ms mean")
+    if state.get("queued_requests") is not None:
+        queue += f" over {state['queued_requests']:g} requests"
     console.print(
-        f"server state ({escape(str(state.get('source')))}, every {state.get('interval_s', 0):g} s, "
-        f"{state.get('scrapes', 0)} scrapes): running {stat(state.get('running'), '.1f')}, "
-        f"waiting {stat(state.get('waiting'), '.1f')}, KV cache {kv_text}, "
-        f"preemptions {'n/a' if pre is None else f'{pre:g}'}"
+        f"server state ({escape(str(state.get('source')))}): queue time {queue}, "
+        f"preemptions {num(state.get('preemptions'), 'g')}"
     )
+    if state.get("interval_s"):
+        kv = state.get("kv_cache_usage_ratio")
+        kv_text = f"{kv['mean']:.0%} mean / {kv['max']:.0%} max" if kv else "n/a (not exported)"
+        console.print(
+            f"  during the window (every {state['interval_s']:g} s, {state.get('scrapes', 0)} samples): "
+            f"running {stat(state.get('running'), '.1f')}, waiting {stat(state.get('waiting'), '.1f')}, "
+            f"KV cache {kv_text}"
+        )
+    elif state.get("gauges_reason"):
+        console.print(f"  running / waiting / KV cache: {escape(str(state['gauges_reason']))}")
     for note in state.get("notes", []):
         console.print(f"  [yellow]why:[/yellow] {escape(str(note))}")
 
@@ -292,13 +303,18 @@ def bench(
         bool,
         typer.Option(
             "--server-metrics/--no-server-metrics",
-            help="Sample the server's own /metrics (vLLM, SGLang, llama.cpp): requests running and waiting, "
-            "KV cache in use, preemptions.",
+            help="Read the server's own /metrics (vLLM, SGLang, llama.cpp) before the window and after each "
+            "stage, where it is idle: queue time, preemptions.",
         ),
     ] = True,
     server_metrics_interval: Annotated[
-        float, typer.Option("--server-metrics-interval", help="Seconds between /metrics scrapes.")
-    ] = 1.0,
+        float | None,
+        typer.Option(
+            "--server-metrics-interval",
+            help="Also sample requests running/waiting and KV cache every S seconds DURING the window "
+            "(costs the server CPU: it can change what is measured).",
+        ),
+    ] = None,
     request_timeout: Annotated[
         float,
         typer.Option("--request-timeout", help="Seconds one request may take before it counts as failed."),

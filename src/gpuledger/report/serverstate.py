@@ -19,10 +19,15 @@ from gpuledger.report import fmt
 NOT_EXPORTED = "n/a — not exported by this server"
 NO_SCRAPE = "n/a — no scrape in this stage"
 COUNTER_NEEDS_TWO = "n/a — fewer than 2 scrapes (a counter needs two)"
+NOT_SAMPLED = "n/a — not sampled during the window (bench --server-metrics-interval S samples it)"
+EDGE_FAILED = "n/a — a read of /metrics at the window's edges failed"
+NOT_READ = "n/a — not read from the server's /metrics"
+NOT_RECORDED = "n/a — not recorded by the gpuledger that made this run"
 
 # Column headers of the server-state table (units in the headers).
 COL_RUNNING = "running (requests, mean / max)"
 COL_WAITING = "waiting (requests, mean / max)"
+COL_QUEUE = "queue time (ms, mean)"
 COL_KV = "KV cache used (%, mean / max)"
 COL_PREEMPTIONS = "preemptions (count)"
 COL_SCRAPES = "scrapes"
@@ -57,6 +62,15 @@ def why_no_state(info: RunInfo) -> str:
         supported = ", ".join(s.label for s in STATE_SERIES.values())
         return f"gpuledger reads the scheduler state of {supported} servers; this one is {fmt.text(kind)}"
     return "no server state stored with the run"
+
+
+def _exports_queue_time(info: RunInfo) -> bool | None:
+    """Whether the run's server family has a queue-time histogram (``None``: unknown family)."""
+    from gpuledger.bench.server_state import STATE_SERIES
+
+    kind = (info.server or {}).get("kind") if isinstance(info.server, Mapping) else None
+    series = STATE_SERIES.get(kind) if isinstance(kind, str) else None
+    return None if series is None else series.queue_time is not None
 
 
 def _exports_preemptions(info: RunInfo) -> bool | None:
@@ -108,18 +122,31 @@ def row_cells(info: RunInfo, state: Mapping[str, Any], b: StateBlock) -> dict[st
     n = int(scrapes) if isinstance(scrapes, int) else 0
     # A stage shorter than the scrape interval has no scrape of its own; otherwise a missing series is
     # one the server does not export (bench stores None for those).
-    why = NO_SCRAPE if not b.whole and n == 0 else NOT_EXPORTED
+    edges = "edges" in state  # counters read at the idle edges of the window (and of each stage)
+    if state.get("gauges_reason"):
+        why = NOT_SAMPLED
+    else:
+        why = NO_SCRAPE if not b.whole and n == 0 else NOT_EXPORTED
     pre = _number(b.block.get("preemptions"))
     if pre is not None:
         pre_text = fmt.num(pre)
     elif _exports_preemptions(info) is False:
         pre_text = NOT_EXPORTED
+    elif edges and not state.get("interval_s"):
+        pre_text = EDGE_FAILED
     elif not b.whole and n == 0:
         pre_text = NO_SCRAPE
     elif n < 2:
         pre_text = COUNTER_NEEDS_TWO
     else:
         pre_text = NOT_EXPORTED
+    queue = _number(b.block.get("queue_time_ms_mean"))
+    if queue is not None:
+        queue_text = fmt.num(queue)
+    elif _exports_queue_time(info) is False:
+        queue_text = NOT_EXPORTED
+    else:
+        queue_text = NOT_READ if edges else NOT_RECORDED
     scrapes_text = fmt.num(n)
     failed = state.get("failed_scrapes")
     if b.whole and isinstance(failed, int) and failed > 0:
@@ -129,6 +156,7 @@ def row_cells(info: RunInfo, state: Mapping[str, Any], b: StateBlock) -> dict[st
     return {
         COL_RUNNING: _mean_max(b.block.get("running"), percent=False, why=why),
         COL_WAITING: _mean_max(b.block.get("waiting"), percent=False, why=why),
+        COL_QUEUE: queue_text,
         COL_KV: _mean_max(b.block.get("kv_cache_usage_ratio"), percent=True, why=why),
         COL_PREEMPTIONS: pre_text,
         COL_SCRAPES: scrapes_text,

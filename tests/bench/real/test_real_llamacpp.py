@@ -55,12 +55,12 @@ class TestCompletionsAgainstLlamaCpp:
         assert completions_run.summary["num_failed"] == 0, completions_run.summary.get("error_examples")
         assert completions_run.summary["num_ok"] == N
 
-    def test_the_servers_slots_are_sampled_over_the_window(self, completions_run: BenchRun) -> None:
+    def test_the_servers_metrics_are_read_where_it_is_idle(self, completions_run: BenchRun) -> None:
         state = completions_run.doc["server"]["state"]
         assert state["source"] == f"llama.cpp GET {completions_run.doc['base_url']}/metrics"
-        assert state["scrapes"] >= 1 and state["failed_scrapes"] == 0
-        assert 0 <= state["running"]["max"] <= 4 and state["waiting"]["max"] >= 0
-        assert state["kv_cache_usage_ratio"] is None and state["preemptions"] is None  # not in this build
+        assert state["edges"] == 2 and state["failed_scrapes"] == 0
+        # llama.cpp exports no queue-time histogram or preemption counter: unknown, not zero.
+        assert state["queue_time_ms_mean"] is None and state["preemptions"] is None
 
     def test_server_is_identified_as_llamacpp(self, completions_run: BenchRun) -> None:
         server = completions_run.doc["server"]
