@@ -277,10 +277,15 @@ def test_runs_at_different_operating_points_are_named_by_their_servers_queues(
     headroom = cost_of_run(make_run("b0000003", server=state(0)), NV, catalog=catalog)
     unknown = cost_of_run(make_run("c0000003"), NV, catalog=catalog)
     warnings = "\n".join(compare([saturated, headroom]).pairs[0].warnings)
-    assert "A's server kept requests waiting in its queue (up to 14) while B's did not" in warnings
+    assert "A's server kept requests waiting in its queue (up to 14 waiting) while B's did not" in warnings
     assert "A was measured at saturation, B below it" in warnings
     reverse = "\n".join(compare([headroom, saturated]).pairs[0].warnings)
     assert "B's server kept requests waiting" in reverse and "B was measured at saturation" in reverse
     # Without the server's view on both sides nothing is claimed.
     assert "saturation" not in "\n".join(compare([saturated, unknown]).pairs[0].warnings)
     assert "saturation" not in "\n".join(compare([saturated, saturated]).pairs[0].warnings)
+    # The default reading (idle edges only) gives vLLM's queue time instead of the waiting gauge.
+    edges_only = {"state": {"queue_time_ms_mean": 120.0, "waiting": None}}
+    queued = cost_of_run(make_run("d0000003", server=edges_only), NV, catalog=catalog)
+    warnings = "\n".join(compare([headroom, queued]).pairs[0].warnings)
+    assert "B's server kept requests waiting in its queue (120 ms mean queue time)" in warnings

@@ -516,22 +516,37 @@ def _mean_per_request(cost: RunCost, key: str) -> float | None:
     return total / ok if total is not None and ok else None
 
 
-def _queue_peak(run: RunInfo) -> float | None:
-    """The most requests the run's server kept waiting (``server.state``, sampled from its /metrics)."""
+def _queueing(run: RunInfo) -> str | None:
+    """How the run's server queued requests (``server.state``, read from its /metrics): a phrase, "" when
+    it did not, None when unknown."""
+    from gpuledger.bench.server_state import QUEUE_NOTE_MS
+
     state = (run.server or {}).get("state") or {}
-    waiting = state.get("waiting") if isinstance(state, dict) else None
+    if not isinstance(state, dict):
+        return None
+    waiting = state.get("waiting")
     peak = waiting.get("max") if isinstance(waiting, dict) else None
-    return float(peak) if isinstance(peak, int | float) else None
+    queue = state.get("queue_time_ms_mean")
+    known = False
+    if isinstance(peak, int | float):
+        known = True
+        if peak > 0:
+            return f"up to {peak:g} waiting"
+    if isinstance(queue, int | float):
+        known = True
+        if queue >= QUEUE_NOTE_MS:
+            return f"{queue:.0f} ms mean queue time"
+    return "" if known else None
 
 
 def _saturation_warnings(ra: RunInfo, rb: RunInfo) -> list[str]:
     """Two runs at different operating points: one server queued requests, the other did not."""
-    qa, qb = _queue_peak(ra), _queue_peak(rb)
-    if qa is None or qb is None or (qa > 0) == (qb > 0):
+    qa, qb = _queueing(ra), _queueing(rb)
+    if qa is None or qb is None or bool(qa) == bool(qb):
         return []
-    busy, idle = ("A", "B") if qa > 0 else ("B", "A")
+    busy, idle, how = ("A", "B", qa) if qa else ("B", "A", qb)
     return [
-        f"{busy}'s server kept requests waiting in its queue (up to {max(qa, qb):g}) while {idle}'s did not: "
+        f"{busy}'s server kept requests waiting in its queue ({how}) while {idle}'s did not: "
         f"{busy} was measured at saturation, {idle} below it — its latency includes queueing and its "
         "throughput is its ceiling; compare at the same operating point (a --sweep shows both)"
     ]
