@@ -5,6 +5,7 @@ and the faults — a GPU lost mid-run, a source raising — that must leave the 
 from __future__ import annotations
 
 import sys
+import time
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -72,6 +73,9 @@ def test_healthy_gpus_are_exported_in_base_units_with_identity_labels(
     use_nvml("healthy multi-GPU")
     with make_monitor(tmp_path, clock) as mon:
         step(mon, clock, 0.0)
+        # CPU utilisation is a /proc/stat delta between two reads: let at least a few ticks pass for real
+        # (two reads within one tick have no ratio to give, and a busy CI box made that happen).
+        time.sleep(0.05)
         step(mon, clock, 1.0)
         s = scrape(mon)
     gpu0 = {"gpu": "0", "uuid": "GPU-5a1c0000-0000-0000-0000-000000000000", "model": "NVIDIA H100 80GB HBM3",

@@ -117,7 +117,11 @@ class TestCompletionsAgainstVllm:
         client_ms = completions_run.summary["e2e_ms"]["mean"]
         assert count == N
         assert client_ms >= server_ms - 2.0
-        assert client_ms - server_ms <= max(150.0, 0.2 * server_ms), (client_ms, server_ms)
+        # The last token reaches the client after vLLM's API process has detokenized and sent it. On a
+        # 2-vCPU box that process, the engine core and the client share two cores, and a fresh CI run
+        # measured the gap at 186 ms (client 554 ms, server 368 ms): the bound catches a clock or
+        # counting error (seconds off), not that scheduling noise.
+        assert client_ms - server_ms <= max(300.0, 0.5 * server_ms), (client_ms, server_ms)
 
     def test_output_throughput_is_tokens_over_the_window(self, completions_run: BenchRun) -> None:
         summary = completions_run.summary
