@@ -134,7 +134,7 @@ def test_a_failed_edge_read_leaves_the_per_stage_counters_unknown_not_wrong() ->
 # ------------------------------------------------------------------------------ live, end to end
 
 
-def test_by_default_the_server_is_read_only_where_it_is_idle_and_queueing_is_named(
+def test_the_server_is_read_only_where_it_is_idle_and_queueing_is_named(
     serve: Serve, capsys: pytest.CaptureFixture[str]
 ) -> None:
     srv = serve(Scenario(identity="vllm", itl_s=0.01, metrics=True, capacity=2))
@@ -152,6 +152,7 @@ def test_by_default_the_server_is_read_only_where_it_is_idle_and_queueing_is_nam
         "6",
         "--warmup",
         "0",
+        "--server-metrics",
     )
     st = doc["server"]["state"]
     assert (
@@ -186,6 +187,7 @@ def test_an_interval_samples_the_gauges_during_the_load(
         "6",
         "--warmup",
         "0",
+        "--server-metrics",
         "--server-metrics-interval",
         "0.1",
     )
@@ -216,6 +218,8 @@ def test_the_human_summary_prints_the_state_and_its_reasons(
             "3",
             "--warmup",
             "0",
+            "--server-metrics",
+            "--server-metrics",
             "--server-metrics-interval",
             "0.1",
         ]
@@ -225,6 +229,12 @@ def test_the_human_summary_prints_the_state_and_its_reasons(
     assert "server state (llama.cpp GET " in out and "queue time n/a" in out
     assert "during the window (every 0.1 s" in out and "running " in out and "waiting " in out
     assert "why: llama.cpp kept requests waiting in its queue" in out
+
+
+def test_without_the_flag_the_server_is_not_read(serve: Serve, capsys: pytest.CaptureFixture[str]) -> None:
+    srv = serve(Scenario(identity="vllm", metrics=True))
+    doc, _ = bench(capsys, "--base-url", srv.url, "--output-len", "4", "--num-requests", "2")
+    assert "state" not in doc["server"] and srv.metrics_scrapes == 0
 
 
 def test_no_server_metrics_samples_nothing(serve: Serve, capsys: pytest.CaptureFixture[str]) -> None:
@@ -239,7 +249,9 @@ def test_a_server_without_metrics_says_why_and_the_run_goes_on(
     serve: Serve, capsys: pytest.CaptureFixture[str]
 ) -> None:
     srv = serve(Scenario(identity="llamacpp", metrics=False))
-    doc, _ = bench(capsys, "--base-url", srv.url, "--output-len", "4", "--num-requests", "2")
+    doc, _ = bench(
+        capsys, "--base-url", srv.url, "--output-len", "4", "--num-requests", "2", "--server-metrics"
+    )
     assert doc["status"] == "complete"
     reason = doc["server"]["state"]["reason"]
     assert reason.startswith("not sampled: GET ") and "404" in reason and "--metrics" in reason
@@ -249,5 +261,7 @@ def test_servers_without_scheduler_metrics_are_not_asked(
     serve: Serve, capsys: pytest.CaptureFixture[str]
 ) -> None:
     srv = serve(Scenario(identity="tgi", metrics=True))
-    doc, _ = bench(capsys, "--base-url", srv.url, "--output-len", "4", "--num-requests", "2")
+    doc, _ = bench(
+        capsys, "--base-url", srv.url, "--output-len", "4", "--num-requests", "2", "--server-metrics"
+    )
     assert "state" not in doc["server"] and srv.metrics_scrapes == 0

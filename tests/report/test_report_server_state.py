@@ -282,7 +282,7 @@ def test_the_one_line_names_each_runs_reason_when_they_differ(store: Store) -> N
     data = build_report(store, [torch_run, off, ollama])
     (line,) = [m for m in data.section("throughput").not_measured if m.startswith("server state")]
     assert "torch-cpu: torch run: no server, the model ran in-process" in line
-    assert "no-metrics: benched with --no-server-metrics" in line
+    assert "no-metrics: benched without --server-metrics" in line
     assert (
         "ollama: gpuledger reads the scheduler state of vLLM, SGLang, llama.cpp servers; this one is ollama"
         in line
@@ -389,6 +389,7 @@ def test_a_benched_sweep_against_a_server_with_metrics_reports_its_state_per_sta
             "1,3",
             "--num-requests",
             "8",
+            "--server-metrics",
             "--server-metrics-interval",
             "0.05",
             "--label",

@@ -64,7 +64,7 @@ class BenchConfig:
     request_timeout_s: float = 300.0
     api_key_env: str = "OPENAI_API_KEY"
     seed: int = 0
-    server_metrics: bool = True
+    server_metrics: bool = False  # opt-in (--server-metrics): docs/bench.md says why
     server_metrics_interval_s: float | None = None  # None: read /metrics only where the server is idle
     like: dict[str, Any] | None = None  # {"run_id", "overridden"}: the workload was copied (bench --like)
 

@@ -8,7 +8,7 @@ preemptions is memory, not compute.
 
 Measuring must not change what is measured. Rendering ``/metrics`` costs the server CPU in its API
 process: on this project's 2-vCPU machine a scrape once a second during the window added ~250-330 ms to
-vLLM's mean TTFT and halved its throughput. So by default the page is read only where the server is idle
+vLLM's mean TTFT and halved its throughput. So the page is read only where the server is idle
 — before the window and at the end of each stage (a sweep's stages run one after another, and the
 requests of a stage have all finished when it ends): the counters (preemptions; vLLM's queue-time
 histogram) are exact from those edges and cost the measured requests nothing. The gauges (running,

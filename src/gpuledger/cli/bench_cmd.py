@@ -304,9 +304,9 @@ def bench(
         typer.Option(
             "--server-metrics/--no-server-metrics",
             help="Read the server's own /metrics (vLLM, SGLang, llama.cpp) before the window and after each "
-            "stage, where it is idle: queue time, preemptions.",
+            "stage: queue time, preemptions, and why: lines (off by default: see docs/bench.md).",
         ),
-    ] = True,
+    ] = False,
     server_metrics_interval: Annotated[
         float | None,
         typer.Option(

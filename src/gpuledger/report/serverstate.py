@@ -54,7 +54,7 @@ def why_no_state(info: RunInfo) -> str:
     if "server_metrics" not in config:
         return "made before gpuledger sampled the server's /metrics"
     if config.get("server_metrics") is False:
-        return "benched with --no-server-metrics"
+        return "benched without --server-metrics"
     from gpuledger.bench.server_state import STATE_SERIES
 
     kind = (info.server or {}).get("kind") if isinstance(info.server, Mapping) else None

@@ -55,13 +55,6 @@ class TestCompletionsAgainstLlamaCpp:
         assert completions_run.summary["num_failed"] == 0, completions_run.summary.get("error_examples")
         assert completions_run.summary["num_ok"] == N
 
-    def test_the_servers_metrics_are_read_where_it_is_idle(self, completions_run: BenchRun) -> None:
-        state = completions_run.doc["server"]["state"]
-        assert state["source"] == f"llama.cpp GET {completions_run.doc['base_url']}/metrics"
-        assert state["edges"] == 2 and state["failed_scrapes"] == 0
-        # llama.cpp exports no queue-time histogram or preemption counter: unknown, not zero.
-        assert state["queue_time_ms_mean"] is None and state["preemptions"] is None
-
     def test_server_is_identified_as_llamacpp(self, completions_run: BenchRun) -> None:
         server = completions_run.doc["server"]
         assert server["kind"] == "llamacpp"
@@ -180,3 +173,17 @@ def test_output_capped_by_the_context_is_reported_as_a_length_mismatch(
     assert mismatch["count"] == 1
     assert mismatch["requested_tokens_total"] == 200
     assert mismatch["received_tokens_total"] == ctx - 1900
+
+
+def test_with_server_metrics_llamacpps_page_is_read_where_it_is_idle(
+    llamacpp_server: RealServer, db_url: str
+) -> None:
+    run = realservers.run_bench(
+        llamacpp_server, db_url, "--dataset", "random", "--input-len", "16", "--output-len", "8",
+        "--concurrency", "2", "--num-requests", "4", "--warmup", "0", "--no-telemetry", "--server-metrics",
+    )
+    state = run.doc["server"]["state"]
+    assert state["source"] == f"llama.cpp GET {run.doc['base_url']}/metrics"
+    assert state["edges"] == 2 and state["failed_scrapes"] == 0
+    # llama.cpp exports no queue-time histogram or preemption counter: unknown, not zero.
+    assert state["queue_time_ms_mean"] is None and state["preemptions"] is None

@@ -132,15 +132,6 @@ class TestCompletionsAgainstVllm:
         assert client["cpu_user_s"] + client["cpu_system_s"] > 0
         assert client["wall_s"] > 0
 
-    def test_the_servers_own_counters_are_read_where_it_is_idle(self, completions_run: BenchRun) -> None:
-        state = completions_run.doc["server"]["state"]
-        assert state["source"] == f"vLLM GET {completions_run.doc['base_url']}/metrics"
-        assert state["edges"] == 2 and state["scrapes"] == 0 and state["failed_scrapes"] == 0
-        # vLLM's queue-time histogram over the window: every measured request left the queue once.
-        assert state["queued_requests"] == N and state["queue_time_ms_mean"] >= 0.0
-        assert state["preemptions"] == 0  # 4 short sequences fit the 256 MiB KV cache
-        assert "not sampled during the window" in state["gauges_reason"]
-
     def test_every_finished_request_is_in_the_store(self, completions_run: BenchRun) -> None:
         assert sorted(r.index for r in completions_run.records) == list(range(N))
         assert all(r.error is None and r.t_first is not None for r in completions_run.records)
@@ -301,3 +292,19 @@ def test_vllms_error_event_inside_a_200_stream_is_read_as_that_requests_error(
     assert stream.error is not None
     assert "logprobs" in stream.error
     assert stream.chunk_times == []
+
+
+def test_with_server_metrics_vllms_own_counters_are_read_where_it_is_idle(
+    vllm_server: RealServer, db_url: str
+) -> None:
+    run = realservers.run_bench(
+        vllm_server, db_url, "--dataset", "random", "--input-len", "16", "--output-len", "8",
+        "--concurrency", "2", "--num-requests", "4", "--warmup", "0", "--no-telemetry", "--server-metrics",
+    )
+    state = run.doc["server"]["state"]
+    assert state["source"] == f"vLLM GET {run.doc['base_url']}/metrics"
+    assert state["edges"] == 2 and state["scrapes"] == 0 and state["failed_scrapes"] == 0
+    # vLLM's queue-time histogram over the window: every measured request left the queue once.
+    assert state["queued_requests"] == 4 and state["queue_time_ms_mean"] >= 0.0
+    assert state["preemptions"] == 0  # short sequences fit the 256 MiB KV cache
+    assert "not sampled during the window" in state["gauges_reason"]
