@@ -141,6 +141,11 @@ class HttpEngine:
         self._timeout_s = request_timeout_s
         self._session: aiohttp.ClientSession | None = None
         self.chunks_seen = 0
+        self._init_state()
+
+    def _init_state(self) -> None:
+        """Per-engine state beyond the shared one (what the server is, its tokenizer, ...): set up by a
+        subclass that has any; the constructor's signature stays the base's."""
 
     @property
     def session(self) -> aiohttp.ClientSession:

@@ -148,18 +148,7 @@ class OpenAIEngine(HttpEngine):
     paths = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
     accept = "text/event-stream"
 
-    def __init__(
-        self,
-        base_url: str,
-        model: str | None,
-        *,
-        endpoint: str | None = None,
-        api_key: str | None = None,
-        request_timeout_s: float = 300.0,
-    ) -> None:
-        super().__init__(
-            base_url, model, endpoint=endpoint, api_key=api_key, request_timeout_s=request_timeout_s
-        )
+    def _init_state(self) -> None:
         self._info = ServerInfo()
         self._tokenizer: ServerTokenizer | None = None
         self._stream_options: dict[str, bool] = {"include_usage": True}
