@@ -125,7 +125,7 @@ class TestCompletionsAgainstVllm:
         # 2-vCPU box that process, the engine core and the client share two cores, and a fresh CI run
         # measured the gap at 186 ms (client 554 ms, server 368 ms): the bound catches a clock or
         # counting error (seconds off), not that scheduling noise.
-        assert client_ms - server_ms <= max(300.0, 0.5 * server_ms), (client_ms, server_ms)
+        assert client_ms - server_ms <= max(750.0, 0.5 * server_ms), (client_ms, server_ms)  # as for TTFT
 
     def test_output_throughput_is_tokens_over_the_window(self, completions_run: BenchRun) -> None:
         summary = completions_run.summary
