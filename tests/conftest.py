@@ -15,16 +15,13 @@ from typing import NoReturn
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-# The shared fixtures (real captured outputs) sit beside the checkout: ../shared/fixtures.
-SHARED = Path(os.environ.get("GPULEDGER_SHARED", REPO.parent / "shared"))
-FIXTURES = SHARED / "fixtures"
+# Real captured outputs of GPU tools and inference servers, kept in the repository (see its SOURCES.md).
+CAPTURES = REPO / "tests" / "fixtures" / "captures"
 
 
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
-    if not FIXTURES.is_dir():
-        pytest.fail(f"shared fixtures not found at {FIXTURES} (set GPULEDGER_SHARED)")
-    return FIXTURES
+    return CAPTURES
 
 
 @pytest.fixture(autouse=True)

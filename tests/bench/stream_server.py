@@ -1,7 +1,7 @@
 """A programmable loopback inference server for tests and measurements (aiohttp, 127.0.0.1 only).
 
 It speaks the OpenAI-compatible streaming API (``/v1/completions``, ``/v1/chat/completions``,
-``/v1/models``) in the shapes real servers use (see ../shared/fixtures/servers), imitates the
+``/v1/models``) in the shapes real servers use (see tests/fixtures/captures/servers), imitates the
 identity endpoints of vLLM / SGLang / llama.cpp / TGI (``identity=``), has a word-level
 ``/tokenize`` + ``/detokenize`` where the imitated server has one, and speaks Ollama's native
 NDJSON API, either synthetic or replaying a recorded real stream.

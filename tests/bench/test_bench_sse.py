@@ -1,4 +1,4 @@
-"""The stream parsers read real recorded server streams (../shared/fixtures/servers) correctly."""
+"""The stream parsers read real recorded server streams (tests/fixtures/captures/servers) correctly."""
 
 from __future__ import annotations
 
@@ -181,7 +181,7 @@ def test_crlf_framing_and_comments_are_accepted() -> None:
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(min_value=1, max_value=300), max_size=40))
 def test_how_the_bytes_are_split_into_reads_never_changes_what_is_counted(reads: list[int]) -> None:
-    lines = Path(__file__).resolve().parents[3] / "shared/fixtures/servers/llamacpp"
+    lines = Path(__file__).resolve().parents[1] / "fixtures/captures/servers/llamacpp"
     body = sse_from_payload_lines(lines / "askopenai-b6097-v1-chat-completions-stream.sse-payloads.txt")
     whole = parse(body, chat=True)
     split = parse(body, chat=True, reads=reads)

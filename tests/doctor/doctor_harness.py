@@ -1,6 +1,6 @@
 """Fake machines for the doctor and lock tests: a root tree (sys, proc, dev, etc, opt/rocm, ...) plus a
-PATH directory of small shell scripts that print REAL captured outputs (../shared/fixtures and
-tests/doctor/data). Nothing is faked in-process except vendor libraries at their import boundary."""
+PATH directory of small shell scripts that print REAL captured outputs (tests/fixtures/captures
+and tests/doctor/data). Nothing is faked in-process except vendor libraries at their import boundary."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every AMD capture in ../shared/fixtures (amd-smi JSON in both shapes, rocm-smi --json of ROCm 4.x to
+"""Every AMD capture in tests/fixtures/captures (amd-smi JSON in both shapes, rocm-smi --json of ROCm 4.x to
 6.x, rocminfo) parses into Facts with the right names, gfx targets and driver versions."""
 
 from __future__ import annotations

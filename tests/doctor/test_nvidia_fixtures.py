@@ -1,4 +1,4 @@
-"""Every nvidia-smi capture in ../shared/fixtures parses into Facts, with the right GPU names, driver
+"""Every nvidia-smi capture in tests/fixtures/captures parses into Facts, with the right GPU names, driver
 and CUDA versions, through the collector's real fallback chain (-q -x, -q, table, -L, csv)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Fixtures for the lock tests: fake machines built from the shared fixtures (see tests/doctor)."""
+"""Fixtures for the lock tests: fake machines built from the real captures (see tests/doctor)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The CLI fallbacks against real captured outputs in ../shared/fixtures: every nvidia-smi csv and every
+"""The CLI fallbacks against real captured outputs in tests/fixtures/captures: every nvidia-smi csv and every
 amd json file parses, with correct units."""
 
 from __future__ import annotations
