@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuledger.cli.common import DbOpt, JsonOpt, console, err_console, print_json
+from gpuledger.cli.files import check_target, write_output
 from gpuledger.errors import InvalidInputError, NotFoundError
 from gpuledger.quantity import Quantity
 from gpuledger.records import RequestRecord, RunInfo
@@ -336,16 +337,6 @@ def show(
 # ---- export -------------------------------------------------------------------------------------
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        tmp.write_bytes(data)
-        tmp.replace(path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise InvalidInputError(f"cannot write {path}: {exc.strerror or exc}") from exc
-
-
 def _csv_bytes(requests: list[RequestRecord]) -> bytes:
     from gpuledger.store.exchange import CSV_COLUMNS, csv_rows
 
@@ -371,6 +362,8 @@ def export(
     json_out: JsonOpt = False,
 ) -> None:
     """Export a run: JSON document (to import elsewhere) or per-request CSV."""
+    if output is not None:
+        check_target(output)  # refused before the run is read
     with _open(db) as store, err_console.status("reading the run…"):
         if fmt is ExportFormat.json:
             doc = store.export_run(run)
@@ -385,7 +378,7 @@ def export(
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
         return
-    _write_atomic(output, data)
+    write_output(output, data)
     if json_out:
         print_json({"run": run_id, "format": fmt.value, "path": str(output), "requests": n,
                     "size_bytes": len(data)})
