@@ -14,6 +14,20 @@ Which chunks are tokens (DESIGN.md: "TTFT: first content token received"):
   (``delta.role`` present). An empty text is a real token: the bytes of an incomplete UTF-8
   character (vLLM streams those with byte-level tokenizers) or an unprintable end-of-sequence token
   on the finish chunk — except when the final usage shows that the finish chunk carried no token.
+* The answer ends at the choice's ``finish_reason``: later chunks carry no content (their usage,
+  fingerprint and timings are still read). The stream ends at ``data: [DONE]``: nothing after it is
+  read. A cumulative ``completion_tokens`` that is not an integer, goes down, or passes the request's
+  bound (below) is not believed: per-chunk usage is dropped for the whole request (``usage_note``
+  says why) and the chunks count one token each.
+
+Bounds (every stream is bounded; the request fails with the reason and the connection is closed):
+
+* a line (one event, or one NDJSON object) of more than ``max_line_bytes`` (``MAX_LINE_BYTES``, 8 MiB):
+  ``"SSE line over N bytes"``. Lines are kept as a list of the reads' bytes until their newline
+  arrives, so a long line costs one copy, not one per read;
+* with ``max_tokens`` (what the engines pass): more than ``2 × max_tokens + 64`` content chunks
+  (``gpuledger.engines.base.output_token_bound``), or more than ``max_line_bytes + 4096 × that``
+  bytes in all: ``"endless stream: ..."``.
 """
 
 from __future__ import annotations
@@ -22,8 +36,69 @@ from typing import Any
 
 import orjson
 
+from gpuledger.engines.base import MAX_COUNT, output_token_bound
+
 _loads = orjson.loads
 _JSONDecodeError = orjson.JSONDecodeError
+
+MAX_LINE_BYTES = 8 * 1024 * 1024
+BYTES_PER_CHUNK = 4096  # per content chunk allowed by the byte bound (a chunk event is ~100-500 bytes)
+
+
+def stream_bounds(max_tokens: int | None, max_line_bytes: int, max_bytes: int | None) -> tuple[int, int]:
+    """(most content chunks, most bytes) for a request of ``max_tokens`` (``MAX_COUNT`` each when None);
+    an explicit ``max_bytes`` replaces the derived byte bound."""
+    if max_tokens is None:
+        return MAX_COUNT, max_bytes if max_bytes is not None else 2**62
+    chunks = output_token_bound(max_tokens)
+    return chunks, max_bytes if max_bytes is not None else max_line_bytes + BYTES_PER_CHUNK * chunks
+
+
+class _Lines:
+    """Splits reads into lines without copying a line once per read: the pieces of an unfinished line
+    are kept in a list and joined once, when its newline arrives. :meth:`split` returns the complete
+    lines of a read that come before any line over ``max_line`` bytes; ``too_long`` then says that such
+    a line (finished or not) followed them."""
+
+    __slots__ = ("_pend", "_pend_len", "max_line", "too_long")
+
+    def __init__(self, max_line: int) -> None:
+        self.max_line = max_line
+        self._pend: list[bytes] = []
+        self._pend_len = 0
+        self.too_long = False
+
+    def split(self, data: bytes) -> list[bytes]:
+        pend = self._pend
+        if b"\n" not in data:
+            pend.append(data)
+            self._pend_len += len(data)
+            self.too_long = self._pend_len > self.max_line
+            return []
+        if pend:
+            pend.append(data)
+            data = b"".join(pend)
+            pend.clear()
+        lines = data.split(b"\n")
+        rest = lines.pop()
+        self._pend_len = len(rest)
+        if rest:
+            pend.append(rest)
+        if len(data) > self.max_line:
+            cap = self.max_line
+            for i, line in enumerate(lines):
+                if len(line) > cap:
+                    self.too_long = True
+                    return lines[:i]
+            self.too_long = self._pend_len > cap
+        return lines
+
+    def rest(self) -> bytes:
+        """The unfinished last line (the body ended without its newline), taken out."""
+        rest = b"".join(self._pend)
+        self._pend.clear()
+        self._pend_len = 0
+        return rest
 
 
 def _error_text(obj: dict[str, Any]) -> str:
@@ -44,13 +119,17 @@ class OpenAIStream:
     """Accumulates one OpenAI-compatible SSE stream (``/v1/completions`` or ``/v1/chat/completions``).
 
     ``chunk_tokens`` is filled only when the server sends cumulative usage on every chunk (otherwise
-    every content chunk is one token and it stays empty)."""
+    every content chunk is one token and it stays empty). ``max_tokens`` (the request's) bounds the
+    stream (module docstring); ``max_line_bytes`` and ``max_bytes`` override the bounds (tests)."""
 
     __slots__ = (
-        "_buf",
+        "_bytes",
         "_chat",
         "_empty_finish_at",
         "_last_ct",
+        "_lines",
+        "_max_bytes",
+        "_max_chunks",
         "_t",
         "chunk_times",
         "chunk_tokens",
@@ -59,16 +138,29 @@ class OpenAIStream:
         "error",
         "finish_reason",
         "fingerprint",
+        "max_tokens",
+        "stopped",
+        "tail",
         "texts",
         "timings",
         "usage",
+        "usage_note",
     )
 
-    def __init__(self, chat: bool) -> None:
-        self._buf = b""
+    def __init__(
+        self,
+        chat: bool,
+        max_tokens: int | None = None,
+        *,
+        max_line_bytes: int = MAX_LINE_BYTES,
+        max_bytes: int | None = None,
+    ) -> None:
+        self._bytes = 0
         self._chat = chat
         self._empty_finish_at = -1
         self._last_ct = 0
+        self._lines = _Lines(max_line_bytes)
+        self._max_chunks, self._max_bytes = stream_bounds(max_tokens, max_line_bytes, max_bytes)
         self._t = 0.0
         self.chunk_times: list[float] = []
         self.chunk_tokens: list[int] = []
@@ -77,18 +169,35 @@ class OpenAIStream:
         self.error: str | None = None
         self.finish_reason: str | None = None
         self.fingerprint: str | None = None
+        self.max_tokens = max_tokens
+        self.stopped = False
+        self.tail = False
         self.texts: list[str] = []
         self.timings: dict[str, Any] | None = None
         self.usage: dict[str, Any] | None = None
+        self.usage_note: str | None = None
+
+    def _fail(self, error: str) -> None:
+        self.error = error
+        self.stopped = self.tail = True
 
     def feed(self, data: bytes, t: float) -> int:
         """Consume one network read that arrived at ``t``. Returns the number of content chunks in it.
-        After an error event or a malformed payload, ``error`` is set and the rest is ignored."""
+        After ``[DONE]``, an error event, a malformed payload or a bound, the rest is ignored."""
+        if self.stopped:
+            return 0
         self._t = t
-        if self._buf:
-            data = self._buf + data
-        lines = data.split(b"\n")
-        self._buf = lines.pop()
+        self._bytes += len(data)
+        if self._bytes > self._max_bytes:
+            self._fail(f"endless stream: over {self._max_bytes} bytes for max_tokens={self.max_tokens}")
+            return 0
+        splitter = self._lines
+        n = self._events(splitter.split(data), t)
+        if splitter.too_long and not self.stopped:
+            self._fail(f"SSE line over {splitter.max_line} bytes: the stream was stopped")
+        return n
+
+    def _events(self, lines: list[bytes], t: float) -> int:
         n = 0
         chat = self._chat
         add_time = self.chunk_times.append
@@ -101,19 +210,19 @@ class OpenAIStream:
             except _JSONDecodeError:
                 payload = line[5:].strip()
                 if payload == b"[DONE]":
-                    self.done = True
-                    continue
-                self.error = f"malformed JSON in stream: {_clip(payload)!r}"
+                    self.done = self.stopped = self.tail = True
+                    return n
+                self._fail(f"malformed JSON in stream: {_clip(payload)!r}")
                 return n
             if type(obj) is not dict:
-                self.error = f"unexpected stream payload: {_clip(line[5:].strip())!r}"
+                self._fail(f"unexpected stream payload: {_clip(line[5:].strip())!r}")
                 return n
             try:
                 choices = obj.get("choices")
                 usage = obj.get("usage")
                 if usage is not None and type(usage) is not dict:
                     raise TypeError("usage is not an object")
-                if choices:
+                if choices and self.finish_reason is None:
                     c = choices[0]
                     fr = c.get("finish_reason")
                     role = False
@@ -135,20 +244,36 @@ class OpenAIStream:
                         raise TypeError("the chunk's text is not a string")
                     if text:
                         add_text(text)
-                    if usage and (fr is None or self.continuous) and "completion_tokens" in usage:
+                    by_usage = False
+                    if (
+                        usage
+                        and (fr is None or self.continuous)
+                        and "completion_tokens" in usage
+                        and self.usage_note is None
+                    ):
                         # Cumulative usage on every chunk: exact tokens per chunk. (Usage that first
                         # appears on the finish chunk is a final total, as llama.cpp sends it.)
-                        if not self.continuous:
-                            self.continuous = True
-                            self.chunk_tokens = [1] * len(self.chunk_times)
                         ct = usage["completion_tokens"]
-                        k = ct - self._last_ct
-                        self._last_ct = ct
-                        if k > 0:
-                            add_time(t)
-                            self.chunk_tokens.append(k)
-                            n += 1
-                    elif text is not None and (text or not role):
+                        if type(ct) is int and self._last_ct <= ct <= self._max_chunks:
+                            by_usage = True
+                            if not self.continuous:
+                                self.continuous = True
+                                self.chunk_tokens = [1] * len(self.chunk_times)
+                            k = ct - self._last_ct
+                            self._last_ct = ct
+                            if k > 0:
+                                if len(self.chunk_times) >= self._max_chunks:
+                                    self._fail(self._endless())
+                                    return n
+                                add_time(t)
+                                self.chunk_tokens.append(k)
+                                n += 1
+                        else:
+                            self._drop_usage(ct)
+                    if not by_usage and text is not None and (text or not role):
+                        if len(self.chunk_times) >= self._max_chunks:
+                            self._fail(self._endless())
+                            return n
                         add_time(t)
                         if self.continuous:
                             self.chunk_tokens.append(1)
@@ -160,10 +285,12 @@ class OpenAIStream:
                             self.usage = usage
                         continue
                     self.finish_reason = fr
-                elif "error" in obj or obj.get("object") == "error":
-                    self.error = f"server error event: {_error_text(obj)}"
+                    self.tail = True
+                elif not choices and ("error" in obj or obj.get("object") == "error"):
+                    self._fail(f"server error event: {_error_text(obj)}")
                     return n
-                # The end of the stream (finish or usage-only chunks): totals and server details.
+                # The end of the answer (the finish chunk, usage-only chunks, anything after the
+                # finish): totals and server details, no content.
                 if usage:
                     self.usage = usage
                 if self.fingerprint is None:
@@ -175,16 +302,36 @@ class OpenAIStream:
                     self.timings = tm
             except (AttributeError, TypeError, KeyError, IndexError):
                 # A payload of the wrong shape ("choices" not a list of objects, a text that is not a
-                # string, non-numeric usage): the request fails with it, the run goes on.
-                self.error = f"malformed stream event: {_clip(line[5:].strip())!r}"
+                # string, non-object usage): the request fails with it, the run goes on.
+                self._fail(f"malformed stream event: {_clip(line[5:].strip())!r}")
                 return n
         return n
 
+    def _endless(self) -> str:
+        return f"endless stream: over {self._max_chunks} content chunks for max_tokens={self.max_tokens}"
+
+    def _drop_usage(self, ct: object) -> None:
+        """A cumulative count that cannot be right: per-chunk usage is not used for this request."""
+        shown = repr(ct) if len(repr(ct)) <= 40 else repr(ct)[:40] + "…"
+        if type(ct) is not int:
+            why = "is not an integer"
+        elif ct < self._last_ct:
+            why = f"went down (from {self._last_ct})"
+        else:
+            why = f"is over {self._max_chunks} (2 × max_tokens + 64, max_tokens={self.max_tokens})"
+        self.usage_note = (
+            f"the server's per-chunk usage was not believed: completion_tokens {shown} {why}; "
+            "its counts were not used"
+        )
+        if self.continuous:
+            self.continuous = False
+            self.chunk_tokens = []
+
     def finish(self) -> None:
         """The body ended. Parse a last line that came without a newline; flag a cut stream."""
-        if self._buf and self.error is None:
-            rest, self._buf = self._buf, b""
-            self.feed(rest + b"\n", self._t)
+        rest = self._lines.rest()
+        if rest and not self.stopped:
+            self._events([rest], self._t)
         if self.error is None and not self.done and self.finish_reason is None:
             self.error = "stream ended before completion (no finish_reason and no [DONE])"
         # An empty finish chunk is a token (an unprintable EOS, or the last bytes of a character) unless
@@ -217,27 +364,69 @@ class OllamaStream:
     """Accumulates one Ollama native NDJSON stream (``/api/generate`` or ``/api/chat``).
 
     Every ``done: false`` line with text is one token (Ollama emits one line per decoded token);
-    the ``done: true`` line carries the server's counts and durations."""
+    the ``done: true`` line carries the server's counts and durations and ends the stream (nothing
+    after it is read). Bounded like :class:`OpenAIStream` (``max_tokens`` is ``num_predict``)."""
 
-    __slots__ = ("_buf", "_chat", "_t", "chunk_times", "done", "error", "final", "output_chars", "texts")
+    __slots__ = (
+        "_bytes",
+        "_chat",
+        "_lines",
+        "_max_bytes",
+        "_max_chunks",
+        "_t",
+        "chunk_times",
+        "done",
+        "error",
+        "final",
+        "max_tokens",
+        "output_chars",
+        "stopped",
+        "tail",
+        "texts",
+    )
 
-    def __init__(self, chat: bool) -> None:
-        self._buf = b""
+    def __init__(
+        self,
+        chat: bool,
+        max_tokens: int | None = None,
+        *,
+        max_line_bytes: int = MAX_LINE_BYTES,
+        max_bytes: int | None = None,
+    ) -> None:
+        self._bytes = 0
         self._chat = chat
+        self._lines = _Lines(max_line_bytes)
+        self._max_chunks, self._max_bytes = stream_bounds(max_tokens, max_line_bytes, max_bytes)
         self._t = 0.0
         self.chunk_times: list[float] = []
         self.done = False
         self.error: str | None = None
         self.final: dict[str, Any] | None = None
+        self.max_tokens = max_tokens
         self.output_chars = 0
+        self.stopped = False
+        self.tail = False
         self.texts: list[str] = []
 
+    def _fail(self, error: str) -> None:
+        self.error = error
+        self.stopped = self.tail = True
+
     def feed(self, data: bytes, t: float) -> int:
+        if self.stopped:
+            return 0
         self._t = t
-        if self._buf:
-            data = self._buf + data
-        lines = data.split(b"\n")
-        self._buf = lines.pop()
+        self._bytes += len(data)
+        if self._bytes > self._max_bytes:
+            self._fail(f"endless stream: over {self._max_bytes} bytes for num_predict={self.max_tokens}")
+            return 0
+        splitter = self._lines
+        n = self._events(splitter.split(data), t)
+        if splitter.too_long and not self.stopped:
+            self._fail(f"NDJSON line over {splitter.max_line} bytes: the stream was stopped")
+        return n
+
+    def _events(self, lines: list[bytes], t: float) -> int:
         n = 0
         for line in lines:
             if not line.strip():
@@ -245,27 +434,33 @@ class OllamaStream:
             try:
                 obj = _loads(line)
             except _JSONDecodeError:
-                self.error = f"malformed JSON in stream: {_clip(line)!r}"
+                self._fail(f"malformed JSON in stream: {_clip(line)!r}")
                 return n
             if type(obj) is not dict:
-                self.error = f"unexpected stream line: {_clip(line)!r}"
+                self._fail(f"unexpected stream line: {_clip(line)!r}")
                 return n
             if "error" in obj:
-                self.error = f"server error event: {_error_text(obj)}"
+                self._fail(f"server error event: {_error_text(obj)}")
                 return n
             if obj.get("done"):
-                self.done = True
+                self.done = self.stopped = self.tail = True
                 self.final = obj
-                continue
+                return n
             if self._chat:
                 msg = obj.get("message")
                 text = msg.get("content") if type(msg) is dict else None
             else:
                 text = obj.get("response")
             if text is not None and type(text) is not str:
-                self.error = f"malformed stream line: {_clip(line)!r}"
+                self._fail(f"malformed stream line: {_clip(line)!r}")
                 return n
             if text is not None:
+                if len(self.chunk_times) >= self._max_chunks:
+                    self._fail(
+                        f"endless stream: over {self._max_chunks} content lines "
+                        f"for num_predict={self.max_tokens}"
+                    )
+                    return n
                 self.chunk_times.append(t)
                 if text:
                     self.output_chars += len(text)
@@ -274,8 +469,8 @@ class OllamaStream:
         return n
 
     def finish(self) -> None:
-        if self._buf and self.error is None:
-            rest, self._buf = self._buf, b""
-            self.feed(rest + b"\n", self._t)
+        rest = self._lines.rest()
+        if rest and not self.stopped:
+            self._events([rest], self._t)
         if self.error is None and not self.done:
             self.error = "stream ended before completion (no done:true line)"
