@@ -137,9 +137,10 @@ def runs(
     with _open(db) as store:
         found = store.list_runs(label=label, since=cutoff, limit=limit)
     if json_out:
-        print_json([run_listing(r) for r in found])
+        bad = [{"id": u.id, "status": "unreadable", "error": u.reason} for u in found.unreadable]
+        print_json([run_listing(r) for r in found] + bad)
         return
-    if not found:
+    if not found and not found.unreadable:
         console.print("no runs" + (" matching the filters" if label or since else "") + f" in {store.url}",
                       markup=False)
         return
@@ -155,6 +156,8 @@ def runs(
             Text(r.status, style=colours.get(r.status, "")), f"{r.num_requests:,}",
             Text(_rate_text(output_rate(r))),
         )
+    for u in found.unreadable:  # a corrupt row (store.list_runs): its id and why, the others as usual
+        table.add_row(u.id, NA, Text(u.reason), "", "", Text("unreadable", style="red"), "", "")
     console.print(table)
 
 
