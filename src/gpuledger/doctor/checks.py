@@ -11,15 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from gpuledger.catalog.amd import AmdReference, amd_reference, gfx_from_override
+from gpuledger.catalog.versions import version_tuple
 from gpuledger.doctor.findings import Finding, make, sort_findings
-from gpuledger.doctor.knowledge import (
-    KnowledgeBase,
-    Layer,
-    Severity,
-    gfx_from_override,
-    knowledge_base,
-    version_tuple,
-)
+from gpuledger.doctor.knowledge import KnowledgeBase, Layer, Severity, knowledge_base
 from gpuledger.facts.model import CommandFact, Facts, GpuSummary, TorchProbe
 
 if TYPE_CHECKING:
@@ -42,11 +37,12 @@ def _major(version: str | None) -> str | None:
 
 @dataclass
 class Context:
-    """What the checks share: the facts, the knowledge base, which vendors are present and which
-    vendor paths are blocked (and by which finding)."""
+    """What the checks share: the facts, the knowledge base, the AMD reference data, which vendors are
+    present and which vendor paths are blocked (and by which finding)."""
 
     facts: Facts
     kb: KnowledgeBase
+    amd_ref: AmdReference
     nvidia_present: bool = False
     amd_present: bool = False
     blocked: dict[str, str] = field(default_factory=dict)  # vendor -> finding id
@@ -92,7 +88,7 @@ def _fill_values(ctx: Context) -> None:
     if ctx.amd_present and not ctx.nvidia_present:
         ctx.values["torch_index"] = ctx.values.get("rocm_index", kb.defaults["rocm_index"])
     for gpu in f.gpus_of("amd"):
-        family = kb.override_family(gpu.gfx_target or "")
+        family = ctx.amd_ref.override_family(gpu.gfx_target or "")
         if family is not None:
             ctx.values["hsa_value"] = family.value
             break
@@ -426,7 +422,7 @@ def _nvml_findings(ctx: Context) -> list[Finding]:
 
 
 def _management_amd(ctx: Context) -> list[Finding]:
-    f, a, kb = ctx.facts, ctx.facts.amd, ctx.kb
+    f, a = ctx.facts, ctx.facts.amd
     out: list[Finding] = []
     installed = a.any_tool_found or a.rocm_version is not None or bool(a.rocm_dirs)
     if not installed:
@@ -474,7 +470,7 @@ def _management_amd(ctx: Context) -> list[Finding]:
     for err in a.parse_errors:
         out.append(make("amd.tool_failed", [err], title="ROCm tool output could not be read"))
     rocm = _rocm_version(f)
-    release = kb.rocm_release_for(rocm)
+    release = ctx.amd_ref.rocm_release_for(rocm)
     gfx_findings: list[Finding] = []
     for gpu in f.gpus_of("amd"):
         gfx_findings += _gfx_findings(ctx, gpu, rocm)
@@ -510,7 +506,6 @@ def _override_for(ctx: Context, gpu: GpuSummary) -> tuple[str, str] | None:
 
 
 def _gfx_findings(ctx: Context, gpu: GpuSummary, rocm: str | None) -> list[Finding]:
-    kb = ctx.kb
     gfx = gpu.gfx_target
     label = f"{gpu.name} (PCI {gpu.pci_bus_id or '?'})"
     if gfx is None:
@@ -520,14 +515,14 @@ def _gfx_findings(ctx: Context, gpu: GpuSummary, rocm: str | None) -> list[Findi
                 [f"{label}: no gfx target from amd-smi, rocm-smi, rocminfo, KFD or the PCI id"],
             )
         ]
-    release = kb.rocm_release_for(rocm)
-    family = kb.override_family(gfx)
+    release = ctx.amd_ref.rocm_release_for(rocm)
+    family = ctx.amd_ref.override_family(gfx)
     values = {**ctx.values, **({"hsa_value": family.value} if family else {})}
     if release is None:
         return [
             make(
                 "amd.gfx_unsupported",
-                [f"{label}: {gfx}", f"ROCm {rocm} is older than every release in the knowledge base"],
+                [f"{label}: {gfx}", f"ROCm {rocm} is older than every release in the AMD reference data"],
                 values=values,
             )
         ]
@@ -586,7 +581,7 @@ def _gfx_findings(ctx: Context, gpu: GpuSummary, rocm: str | None) -> list[Findi
         ]
     if supported:
         return []
-    first = kb.first_release_supporting(gfx)
+    first = ctx.amd_ref.first_release_supporting(gfx)
     evidence = [f"{label}: {gfx} (from {gpu.source})", source_line]
     if first is not None:
         evidence.append(f"{gfx} is listed from ROCm {first.version} on")
@@ -913,7 +908,7 @@ def _ollama_causes(ctx: Context) -> list[str]:
         )
     if ctx.amd_present:
         for g in ctx.facts.gpus_of("amd"):
-            family = ctx.kb.override_family(g.gfx_target or "")
+            family = ctx.amd_ref.override_family(g.gfx_target or "")
             if family is not None and g.gfx_target != family.base:
                 lines.append(
                     f"AMD: {g.gfx_target} needs HSA_OVERRIDE_GFX_VERSION={family.value} "
@@ -927,7 +922,7 @@ def _ollama_causes(ctx: Context) -> list[str]:
 def _ollama_fixes(ctx: Context) -> list[str]:
     fixes = []
     for g in ctx.facts.gpus_of("amd"):
-        family = ctx.kb.override_family(g.gfx_target or "")
+        family = ctx.amd_ref.override_family(g.gfx_target or "")
         if family is not None and g.gfx_target != family.base:
             fixes.append(
                 "sudo systemctl edit ollama   # [Service] "
@@ -952,7 +947,7 @@ _NEXT_LAYER: dict[str, Layer] = {"kernel": "management", "management": "runtime"
 
 def diagnose(facts: Facts) -> list[Finding]:
     """Every finding for ``facts``, bottom layer first."""
-    ctx = Context(facts=facts, kb=knowledge_base())
+    ctx = Context(facts=facts, kb=knowledge_base(), amd_ref=amd_reference())
     findings: list[Finding] = []
     announced: set[str] = set()
     for layer, check in LAYER_CHECKS:

@@ -23,9 +23,10 @@ from json import JSONDecodeError
 from pathlib import Path
 from typing import TypeVar
 
+from gpuledger.catalog.amd import amd_reference
 from gpuledger.facts.amd import collect_amd, normalise_bdf
 from gpuledger.facts.containers import collect_containers
-from gpuledger.facts.frameworks import collect_frameworks
+from gpuledger.facts.frameworks import collect_frameworks, torch_from_files
 from gpuledger.facts.fs import RootFS
 from gpuledger.facts.kernel import collect_kernel
 from gpuledger.facts.model import (
@@ -174,9 +175,7 @@ def _nvidia_summaries(facts: Facts, fs: RootFS) -> list[GpuSummary]:
 
 
 def _complete_amd(gpu: AmdGpu, facts: Facts, fs: RootFS) -> None:
-    from gpuledger.doctor.knowledge import knowledge_base
-
-    kb = knowledge_base()
+    reference = amd_reference()
     if gpu.gfx_target is None:
         node = next(
             (n for n in facts.amd.kfd_nodes if gpu.pci_bus_id and n.pci_bus_id == gpu.pci_bus_id), None
@@ -185,11 +184,11 @@ def _complete_amd(gpu: AmdGpu, facts: Facts, fs: RootFS) -> None:
             gpu.gfx_target, gpu.gfx_source = node.gfx_target, "kfd topology"
     if gpu.device_id is not None:
         spec = catalog_spec_for_pci(0x1002, gpu.device_id)
-        known = kb.amd_device(gpu.device_id)
+        known = reference.amd_device(gpu.device_id)
         if gpu.gfx_target is None and spec is not None and spec.gfx_target:
             gpu.gfx_target, gpu.gfx_source = spec.gfx_target, "catalog (PCI id)"
         if gpu.gfx_target is None and known is not None:
-            gpu.gfx_target, gpu.gfx_source = known.gfx, "knowledge base (PCI id)"
+            gpu.gfx_target, gpu.gfx_source = known.gfx, "AMD reference data (PCI id)"
         if gpu.name is None:
             gpu.name, gpu.name_source = name_gpu(fs, 0x1002, gpu.device_id)
 
@@ -315,8 +314,6 @@ def collect_facts(
                 lambda: OllamaFacts(url=ollama_url or DEFAULT_OLLAMA_URL),
             )
         wsl = f_wsl.result()
-        from gpuledger.facts.frameworks import torch_from_files
-
         torch_build = guard("frameworks", lambda: torch_from_files(environ, python, run).build, lambda: None)
         gpu_host = bool(vendors & {"nvidia", "amd"}) or wsl.dev_dxg
         do_probe = probe_torch if probe_torch is not None else (gpu_host or torch_build in ("cuda", "rocm"))
