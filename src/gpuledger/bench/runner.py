@@ -26,11 +26,12 @@ from time import perf_counter
 from typing import Any
 
 from gpuledger.bench.progress import BenchProgress
-from gpuledger.bench.server_state import STATE_SERIES, ServerStateSampler, summarize_state
+from gpuledger.bench.server_state import ServerStateSampler, summarize_state
 from gpuledger.bench.writer import RunWriter, StoreLike
 from gpuledger.engines import DEFAULT_BASE_URLS, ENDPOINTS, Engine, GenRequest, GenResult, make_engine
 from gpuledger.engines.base import CANNOT_CONNECT, ServerInfo
 from gpuledger.engines.http import HttpEngine
+from gpuledger.engines.server_metrics import STATE_SERIES
 from gpuledger.errors import EngineError, GpuledgerError, Interrupted, UsageError
 from gpuledger.records import RunInfo, RunStatus
 from gpuledger.workload.datasets import DEFAULT_MAX_TOKENS, DatasetSpec, Prompt, build_dataset

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from gpuledger.cost import CostProfile, HourlyCost, hourly_cost
+from gpuledger.engines.server_metrics import EngineCounters
 from gpuledger.monitor.config import MonitorConfig
-from gpuledger.monitor.engine import EngineCounters, EnginePoint, EngineWindow
+from gpuledger.monitor.engine import EnginePoint, EngineWindow
 from gpuledger.monitor.pricing import GPU_VENDORS, PowerFallback, accounted_devices
 from gpuledger.telemetry import DeviceInfo, Reading, Sampler
 
