@@ -276,8 +276,10 @@ async def run_bench_async(
     progress: bool = False,
     telemetry_root: Path = Path("/"),
     on_run_created: Callable[[str], None] | None = None,
+    on_warning: Callable[[str], None] | None = None,
 ) -> RunInfo:
-    """Run the benchmark and return the stored run. See the module docstring for the order of work."""
+    """Run the benchmark and return the stored run. See the module docstring for the order of work.
+    ``on_warning`` gets the store writer's warnings while the run goes on (``RunWriter``)."""
     cfg.validate()
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -304,7 +306,7 @@ async def run_bench_async(
         )
     try:
         return await _run(
-            cfg, store, engine, stop, interrupted, tasks, progress, telemetry_root, on_run_created
+            cfg, store, engine, stop, interrupted, tasks, progress, telemetry_root, on_run_created, on_warning
         )
     finally:
         await engine.close()
@@ -322,6 +324,7 @@ async def _run(
     show_progress: bool,
     telemetry_root: Path,
     on_run_created: Callable[[str], None] | None,
+    on_warning: Callable[[str], None] | None = None,
 ) -> RunInfo:
     stages = cfg.load.stages()
     server = await engine.open(cfg.load.max_in_flight())
@@ -381,6 +384,7 @@ async def _run(
         telemetry_root=telemetry_root,
         slo=cfg.slo,
         stages=sweep_stages,
+        on_warning=on_warning,
     )
     try:
         with _quiet_runtime():

@@ -453,7 +453,12 @@ def bench(
             if show_progress:
                 err_console.print(f"run [bold]{run_id}[/bold]: measuring…")
 
-        info = asyncio.run(run_bench_async(cfg, store, progress=show_progress, on_run_created=created))
+        def warned(text: str) -> None:  # the store writer's, while the run goes on (RunWriter)
+            err_console.print(f"[yellow]warning:[/yellow] {escape(text)}")
+
+        info = asyncio.run(
+            run_bench_async(cfg, store, progress=show_progress, on_run_created=created, on_warning=warned)
+        )
     finally:
         store.close()
     _emit(info, json_out)
@@ -474,6 +479,14 @@ def _emit(info: RunInfo, json_out: bool) -> None:
         raise Interrupted(
             f"{interrupted['signal']}: run {info.id} saved as incomplete with "
             f"{interrupted['finished_requests']} finished requests"
+        )
+    if info.status == "failed":  # every request failed (RunWriter.finish): the engine's error, exit 6
+        sys.stdout.flush()
+        first = (info.summary.get("error_examples") or [{}])[0].get("error")
+        raise EngineError(
+            f"run {info.id}: all {info.summary.get('num_failed', info.num_requests)} requests failed; "
+            f"the first: {first}",
+            hint="check --model, --endpoint and the server's log",
         )
 
 

@@ -167,7 +167,13 @@ def request_problems(r: RequestRecord) -> list[tuple[str, str]]:
 
     Counts must be integers in 0 … ``INT_MAX``, times finite numbers, texts NUL-free Unicode,
     ``server_timings`` JSON; ``chunk_tokens`` must line up with ``chunk_times``."""
+    return _checked(r)[0]
+
+
+def _checked(r: RequestRecord) -> tuple[list[tuple[str, str]], bytes, bytes | None]:
+    """``request_problems``, and the packed ``chunk_times`` and ``chunk_tokens`` (when they pack)."""
     problems: list[tuple[str, str]] = []
+    times_blob, tokens_blob = b"", None
     for name, why in (("index", int_problem(r.index)), ("t_send", _time_problem(r.t_send))):
         if why:
             problems.append((name, why))
@@ -187,7 +193,7 @@ def request_problems(r: RequestRecord) -> list[tuple[str, str]]:
     if r.token_source not in TOKEN_SOURCES:
         problems.append(("token_source", f"{r.token_source!r} is not one of {', '.join(TOKEN_SOURCES)}"))
     try:
-        pack_f64(r.chunk_times)
+        times_blob = pack_f64(r.chunk_times)
         # One sum finds a NaN or an infinity (chunk times are seconds: the sum itself cannot overflow).
         if not math.isfinite(sum(r.chunk_times)):
             problems.append(("chunk_times", "holds a value that is not a finite number"))
@@ -200,7 +206,7 @@ def request_problems(r: RequestRecord) -> list[tuple[str, str]]:
             )
         else:
             try:
-                pack_i32(r.chunk_tokens)
+                tokens_blob = pack_i32(r.chunk_tokens)
                 if r.chunk_tokens and min(r.chunk_tokens) < 0:
                     problems.append(("chunk_tokens", f"holds a negative count ({min(r.chunk_tokens)})"))
             except (OverflowError, TypeError) as exc:
@@ -221,13 +227,13 @@ def request_problems(r: RequestRecord) -> list[tuple[str, str]]:
                 json_dumps(r.server_timings)
             except TypeError as exc:  # orjson.JSONEncodeError: a value JSON cannot hold
                 problems.append(("server_timings", f"cannot be stored as JSON ({exc})"))
-    return problems
+    return problems, times_blob, tokens_blob
 
 
 def request_values(run_id: str, r: RequestRecord) -> dict[str, Any]:
     """The ``requests`` columns for ``r``; InvalidInputError naming the request and the first value
     the store cannot keep (see ``request_problems``)."""
-    problems = request_problems(r)
+    problems, times_blob, tokens_blob = _checked(r)
     if problems:
         name, why = problems[0]
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
@@ -239,8 +245,8 @@ def request_values(run_id: str, r: RequestRecord) -> dict[str, Any]:
         "t_send": r.t_send,
         "t_first": r.t_first,
         "t_end": r.t_end,
-        "chunk_times": pack_f64(r.chunk_times),
-        "chunk_tokens": None if r.chunk_tokens is None else pack_i32(r.chunk_tokens),
+        "chunk_times": times_blob,
+        "chunk_tokens": tokens_blob,
         "input_tokens": r.input_tokens,
         "output_tokens": r.output_tokens,
         "requested_output_tokens": r.requested_output_tokens,
