@@ -140,7 +140,8 @@ class Reference:
     def count_chunk(self, t: float, tokens: int | None) -> bool:
         """Record one content chunk; False (and the error) when it is one too many."""
         if len(self.chunk_times) >= self.most_chunks:
-            self.fail(f"endless stream: over {self.most_chunks} content chunks for max_tokens={self.max_tokens}")
+            bound = self.most_chunks
+            self.fail(f"endless stream: over {bound} content chunks for max_tokens={self.max_tokens}")
             return False
         self.chunk_times.append(t)
         if tokens is not None:
@@ -779,3 +780,36 @@ def test_an_event_of_the_wrong_shape_fails_the_request_instead_of_raising(payloa
     s.finish()
     assert s.error is not None and s.error.startswith(("malformed stream event: ", "unexpected"))
     assert len(s.chunk_times) <= 1  # what came before it, nothing after it
+
+
+@pytest.mark.parametrize("count", ['"1"', "1.0", "true", "null", "-1", "2147483648", "1000000000000"])
+def test_a_per_chunk_count_that_cannot_be_right_is_not_believed_and_the_request_goes_on(count: str) -> None:
+    # It is not the stream's shape that is wrong but the server's counter: the answer stands, counted
+    # one token per chunk, and usage_note says why the server's counts were not used.
+    event = b'data: {"choices":[{"index":0,"text":"t","finish_reason":%s}],'
+    event += b'"usage":{"completion_tokens":%s}}\n\n'
+    body = event % (b"null", b"1") + event % (b"null", count.encode()) + event % (b'"length"', b"3")
+    body += b"data: [DONE]\n\n"
+    assert_same(body, False, [body], limits=Limits(max_tokens=10))
+    s = OpenAIStream(False, 10)
+    s.feed(body, 1.0)
+    s.finish()
+    assert s.error is None and s.done and not s.continuous and s.chunk_tokens == []
+    assert s.tokens_counted == len(s.chunk_times) == 3
+    assert s.usage_note is not None and s.usage_note.startswith(
+        f"the server's per-chunk usage was not believed: completion_tokens {json.loads(count)!r} "
+    )
+
+
+def test_nothing_after_done_is_read_and_no_content_after_finish_is_counted() -> None:
+    tok = b'data: {"choices":[{"index":0,"text":"t","finish_reason":%s}]}\n\n'
+    body = tok % b"null" + tok % b'"stop"' + tok % b"null" * 5
+    body += b'data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}\n\n'
+    body += b"data: [DONE]\n\n" + tok % b"null" * 10 + b'data: {"error":"late"}\n\n'
+    for cut in range(0, len(body) + 1, 11):
+        assert_same(body, False, [body[:cut], body[cut:]])
+    s = OpenAIStream(False, 10)
+    assert s.feed(body, 1.0) == 2
+    s.finish()
+    assert s.error is None and s.done and s.stopped and len(s.chunk_times) == 2
+    assert s.usage == {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}

@@ -34,6 +34,7 @@ from gpuledger.engines.http import HttpEngine
 from gpuledger.engines.server_metrics import STATE_SERIES
 from gpuledger.errors import EngineError, GpuledgerError, Interrupted, UsageError
 from gpuledger.records import RunInfo, RunStatus
+from gpuledger.urls import redact_url
 from gpuledger.workload.datasets import DEFAULT_MAX_TOKENS, DatasetSpec, Prompt, build_dataset
 from gpuledger.workload.load import LoadPattern, Stage, poisson_gaps
 
@@ -116,7 +117,7 @@ class BenchConfig:
         d = self.dataset
         return {
             "engine": self.engine,
-            "base_url": self.url,
+            "base_url": redact_url(self.url),
             "model": self.model,
             "endpoint": self.endpoint or ENDPOINTS[self.engine][0],
             "dataset": {
@@ -363,7 +364,7 @@ async def _run(
         label=cfg.label,
         engine=cfg.engine,
         model=str(getattr(engine, "model", None) or cfg.model or ""),
-        base_url=str(getattr(engine, "base_url", cfg.url)),
+        base_url=redact_url(str(getattr(engine, "display_url", cfg.url))),
         unit="token",
         workload={
             **dataset.meta,

@@ -28,7 +28,7 @@ from gpuledger.engines.base import (
 from gpuledger.engines.http import PROBE_TIMEOUT_S, HttpEngine, exc_text, get_json, http_error_text
 from gpuledger.engines.sse import OpenAIStream
 from gpuledger.errors import EngineError
-from gpuledger.urls import ServerUrl
+from gpuledger.urls import ServerUrl, parse_server_url
 
 # Servers that honour the length-control and usage extensions (checked against their APIs).
 _IGNORE_EOS = {"vllm", "sglang", "llamacpp"}
@@ -37,18 +37,19 @@ _CONTINUOUS_USAGE = {"vllm", "sglang"}
 
 
 class ServerTokenizer:
-    """vLLM (``/tokenize`` + ``/detokenize`` with ``model``) or llama.cpp (``content`` / ``tokens``)."""
+    """vLLM (``/tokenize`` + ``/detokenize`` with ``model``) or llama.cpp (``content`` / ``tokens``), at
+    ``server`` (a :class:`ServerUrl`, or a base URL)."""
 
     def __init__(
         self,
         session: aiohttp.ClientSession,
-        server: ServerUrl,
+        server: ServerUrl | str,
         kind: str,
         model: str,
         headers: dict[str, str],
     ) -> None:
         self._session = session
-        self._server = server
+        self._server = server if isinstance(server, ServerUrl) else parse_server_url(server)
         self._kind = kind
         self._model = model
         self._headers = {**headers, "Content-Type": "application/json"}

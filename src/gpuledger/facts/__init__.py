@@ -51,6 +51,7 @@ from gpuledger.facts.ollama import DEFAULT_OLLAMA_URL, collect_ollama
 from gpuledger.facts.pci import collect_pci
 from gpuledger.facts.runner import CappedRunner, CommandResult, Runner, SubprocessRunner
 from gpuledger.facts.wsl import collect_wsl
+from gpuledger.urls import redact_env
 
 __all__ = [
     "DEFAULT_OLLAMA_URL",
@@ -130,7 +131,7 @@ def collect_system(fs: RootFS, env: Mapping[str, str], identity: Identity, live:
     facts.cpu_count = count or (os.cpu_count() if live else None)
     meminfo = re.search(r"^MemTotal:\s*(\d+)\s*kB", fs.read_text("proc/meminfo") or "", re.MULTILINE)
     facts.memory_total_bytes = int(meminfo.group(1)) * 1024 if meminfo else None
-    facts.env = {k: v for k, v in sorted(env.items()) if RELEVANT_ENV.match(k)}
+    facts.env = {k: redact_env(k, v) for k, v in sorted(env.items()) if RELEVANT_ENV.match(k)}
     return facts
 
 
