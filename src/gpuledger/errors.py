@@ -83,18 +83,3 @@ class Interrupted(GpuledgerError):
     """Ctrl-C / SIGTERM. Partial results were kept."""
 
     exit_code = 130
-
-
-EXIT_CODES: dict[int, str] = {
-    0: "success",
-    1: "warnings (doctor) / drift (lock --check)",
-    2: "errors (doctor) / command-line usage error",
-    3: "not found (run id, GPU, profile, file)",
-    4: "invalid input (file, profile, value)",
-    5: "store error (database)",
-    6: "engine error (inference server)",
-    7: "missing optional dependency",
-    8: "resource error (does not fit, device absent)",
-    74: "output error (stdout or an output file cannot be written)",
-    130: "interrupted",
-}

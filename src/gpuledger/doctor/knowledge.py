@@ -34,7 +34,6 @@ LAYER_TITLES: dict[Layer, str] = {
     "wsl": "6. WSL2",
     "applications": "7. Applications (Ollama)",
 }
-KB_FORMAT = "gpuledger.knowledge_base"
 KB_VERSION = 1
 
 

@@ -26,6 +26,7 @@ from typing import TypeVar
 from gpuledger.catalog.amd import amd_reference
 from gpuledger.facts.amd import collect_amd, normalise_bdf
 from gpuledger.facts.containers import collect_containers
+from gpuledger.facts.cpu import cpu_model_from_cpuinfo
 from gpuledger.facts.frameworks import collect_frameworks, torch_from_files
 from gpuledger.facts.fs import RootFS
 from gpuledger.facts.kernel import collect_kernel
@@ -125,8 +126,7 @@ def collect_system(fs: RootFS, env: Mapping[str, str], identity: Identity, live:
                 break
     facts.arch = platform.machine() if live else None
     cpuinfo = fs.read_text("proc/cpuinfo") or ""
-    model = re.search(r"^model name\s*:\s*(.+)$", cpuinfo, re.MULTILINE)
-    facts.cpu_model = model.group(1).strip() if model else None
+    facts.cpu_model = cpu_model_from_cpuinfo(cpuinfo)
     count = len(re.findall(r"^processor\s*:", cpuinfo, re.MULTILINE))
     facts.cpu_count = count or (os.cpu_count() if live else None)
     meminfo = re.search(r"^MemTotal:\s*(\d+)\s*kB", fs.read_text("proc/meminfo") or "", re.MULTILINE)
