@@ -23,7 +23,7 @@ def make_engine(
     """An HTTP engine by name (``openai`` or ``ollama``). The torch engine runs in-process and is
     driven by its own module, not through this factory."""
     # Each engine module is imported when chosen: the HTTP engines load aiohttp and orjson (~0.25 s), which
-    # a torch run or a report reading engines.server_metrics's tables need not pay.
+    # an in-process torch run (it needs only engines.base) need not pay.
     if kind == "openai":
         from gpuledger.engines.openai import OpenAIEngine
 
