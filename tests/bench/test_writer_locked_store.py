@@ -207,8 +207,14 @@ def test_sigterm_while_the_store_is_locked_exits_promptly_and_keeps_what_was_wri
     srv = serve(Scenario(identity="vllm", itl_s=0.005))
     db = f"sqlite:///{tmp_path / 'results.sqlite'}"
     proc = _bench(srv.url, db)
+
+    def running_and_stored(n: int) -> bool:
+        if proc.poll() is not None:
+            pytest.fail(f"bench exited early ({proc.returncode}): {proc.communicate()[1]}")
+        return _stored(db) >= n
+
     try:
-        _wait_for(lambda: _stored(db) >= 10, 60)
+        _wait_for(lambda: running_and_stored(10), 60)
         holder = hold_lock(db)
         before = _stored(db)
         time.sleep(1.5)  # requests keep finishing, and wait in memory
