@@ -56,49 +56,52 @@ def stream_bounds(max_tokens: int | None, max_line_bytes: int, max_bytes: int | 
 
 class _Lines:
     """Splits reads into lines without copying a line once per read: the pieces of an unfinished line
-    are kept in a list and joined once, when its newline arrives. :meth:`split` returns the complete
-    lines of a read that come before any line over ``max_line`` bytes; ``too_long`` then says that such
-    a line (finished or not) followed them."""
+    are kept in a list (``pend``) and joined once, when its newline arrives. :meth:`split` returns the
+    complete lines of a read that come before any line over ``max_line`` bytes; ``too_long`` then says
+    that such a line (finished or not) followed them. (``OpenAIStream.feed`` does the same inline.)"""
 
-    __slots__ = ("_pend", "_pend_len", "max_line", "too_long")
+    __slots__ = ("max_line", "pend", "pend_len", "too_long")
 
     def __init__(self, max_line: int) -> None:
         self.max_line = max_line
-        self._pend: list[bytes] = []
-        self._pend_len = 0
+        self.pend: list[bytes] = []
+        self.pend_len = 0
         self.too_long = False
 
     def split(self, data: bytes) -> list[bytes]:
-        pend = self._pend
+        pend = self.pend
         if b"\n" not in data:
             pend.append(data)
-            self._pend_len += len(data)
-            self.too_long = self._pend_len > self.max_line
+            self.pend_len += len(data)
+            self.too_long = self.pend_len > self.max_line
             return []
         if pend:
-            pend.append(data)
-            data = b"".join(pend)
+            data = pend[0] + data if len(pend) == 1 else b"".join(pend) + data
             pend.clear()
         lines = data.split(b"\n")
         rest = lines.pop()
-        self._pend_len = len(rest)
+        self.pend_len = len(rest)
         if rest:
             pend.append(rest)
         if len(data) > self.max_line:
-            cap = self.max_line
-            for i, line in enumerate(lines):
-                if len(line) > cap:
-                    self.too_long = True
-                    return lines[:i]
-            self.too_long = self._pend_len > cap
+            lines, self.too_long = _before_long(lines, self.max_line, self.pend_len)
         return lines
 
     def rest(self) -> bytes:
         """The unfinished last line (the body ended without its newline), taken out."""
-        rest = b"".join(self._pend)
-        self._pend.clear()
-        self._pend_len = 0
+        rest = b"".join(self.pend)
+        self.pend.clear()
+        self.pend_len = 0
         return rest
+
+
+def _before_long(lines: list[bytes], cap: int, pending: int) -> tuple[list[bytes], bool]:
+    """The lines before the first one over ``cap`` bytes, and whether there is one (or the unfinished
+    last line, ``pending`` bytes so far, is over it)."""
+    for i, line in enumerate(lines):
+        if len(line) > cap:
+            return lines[:i], True
+    return lines, pending > cap
 
 
 def _error_text(obj: dict[str, Any]) -> str:
@@ -127,9 +130,12 @@ class OpenAIStream:
         "_chat",
         "_empty_finish_at",
         "_last_ct",
-        "_lines",
         "_max_bytes",
         "_max_chunks",
+        "_buf",
+        "_max_line",
+        "_pending",
+        "_pieces",
         "_t",
         "chunk_times",
         "chunk_tokens",
@@ -159,7 +165,10 @@ class OpenAIStream:
         self._chat = chat
         self._empty_finish_at = -1
         self._last_ct = 0
-        self._lines = _Lines(max_line_bytes)
+        self._max_line = max_line_bytes
+        self._buf = b""  # the unfinished last line ...
+        self._pieces: list[bytes] = []  # ... and the reads that continued it since (none usually)
+        self._pending = 0  # bytes in _pieces
         self._max_chunks, self._max_bytes = stream_bounds(max_tokens, max_line_bytes, max_bytes)
         self._t = 0.0
         self.chunk_times: list[float] = []
@@ -179,29 +188,46 @@ class OpenAIStream:
 
     def _fail(self, error: str) -> None:
         self.error = error
+        self._stop()
+
+    def _stop(self) -> None:
         self.stopped = self.tail = True
+        self._max_bytes = -1  # feed reads nothing more
 
     def feed(self, data: bytes, t: float) -> int:
         """Consume one network read that arrived at ``t``. Returns the number of content chunks in it.
         After ``[DONE]``, an error event, a malformed payload or a bound, the rest is ignored."""
-        if self.stopped:
+        received = self._bytes + len(data)
+        if received > self._max_bytes:  # also after a stop, which sets the bound to -1
+            if not self.stopped:
+                self._fail(f"endless stream: over {self._max_bytes} bytes for max_tokens={self.max_tokens}")
             return 0
+        self._bytes = received
         self._t = t
-        self._bytes += len(data)
-        if self._bytes > self._max_bytes:
-            self._fail(f"endless stream: over {self._max_bytes} bytes for max_tokens={self.max_tokens}")
-            return 0
-        splitter = self._lines
-        n = self._events(splitter.split(data), t)
-        if splitter.too_long and not self.stopped:
-            self._fail(f"SSE line over {splitter.max_line} bytes: the stream was stopped")
-        return n
-
-    def _events(self, lines: list[bytes], t: float) -> int:
+        # Lines: the unfinished last line waits in _buf; while it goes on without a newline, the reads
+        # are kept in _pieces and joined once (not copied once per read). This is the hot path.
+        buf = self._buf
+        if buf:
+            if b"\n" not in data:
+                return self._longer(data)
+            if self._pieces:
+                data = b"".join([buf, *self._pieces, data])
+                self._pieces.clear()
+                self._pending = 0
+            else:
+                data = buf + data
+        lines = data.split(b"\n")
+        self._buf = lines.pop()
+        too_long = False
+        if len(data) > self._max_line:
+            lines, too_long = _before_long(lines, self._max_line, len(self._buf))
         n = 0
         chat = self._chat
-        add_time = self.chunk_times.append
+        times = self.chunk_times
+        add_time = times.append
         add_text = self.texts.append
+        max_chunks = self._max_chunks
+        answering = self.finish_reason is None  # after the finish no chunk is content
         for line in lines:
             if not line or not line.startswith(b"data:"):
                 continue  # blank separators, ": comments", "event:" / "id:" lines
@@ -210,7 +236,8 @@ class OpenAIStream:
             except _JSONDecodeError:
                 payload = line[5:].strip()
                 if payload == b"[DONE]":
-                    self.done = self.stopped = self.tail = True
+                    self.done = True
+                    self._stop()
                     return n
                 self._fail(f"malformed JSON in stream: {_clip(payload)!r}")
                 return n
@@ -222,7 +249,7 @@ class OpenAIStream:
                 usage = obj.get("usage")
                 if usage is not None and type(usage) is not dict:
                     raise TypeError("usage is not an object")
-                if choices and self.finish_reason is None:
+                if choices and answering:
                     c = choices[0]
                     fr = c.get("finish_reason")
                     role = False
@@ -244,34 +271,33 @@ class OpenAIStream:
                         raise TypeError("the chunk's text is not a string")
                     if text:
                         add_text(text)
-                    by_usage = False
                     if (
                         usage
                         and (fr is None or self.continuous)
                         and "completion_tokens" in usage
                         and self.usage_note is None
+                        and (
+                            type(ct := usage["completion_tokens"]) is int
+                            and self._last_ct <= ct <= max_chunks
+                            or self._drop_usage(ct)  # not believed: False, and the text rule below
+                        )
                     ):
                         # Cumulative usage on every chunk: exact tokens per chunk. (Usage that first
                         # appears on the finish chunk is a final total, as llama.cpp sends it.)
-                        ct = usage["completion_tokens"]
-                        if type(ct) is int and self._last_ct <= ct <= self._max_chunks:
-                            by_usage = True
-                            if not self.continuous:
-                                self.continuous = True
-                                self.chunk_tokens = [1] * len(self.chunk_times)
-                            k = ct - self._last_ct
-                            self._last_ct = ct
-                            if k > 0:
-                                if len(self.chunk_times) >= self._max_chunks:
-                                    self._fail(self._endless())
-                                    return n
-                                add_time(t)
-                                self.chunk_tokens.append(k)
-                                n += 1
-                        else:
-                            self._drop_usage(ct)
-                    if not by_usage and text is not None and (text or not role):
-                        if len(self.chunk_times) >= self._max_chunks:
+                        if not self.continuous:
+                            self.continuous = True
+                            self.chunk_tokens = [1] * len(times)
+                        k = ct - self._last_ct
+                        self._last_ct = ct
+                        if k > 0:
+                            if len(times) >= max_chunks:
+                                self._fail(self._endless())
+                                return n
+                            add_time(t)
+                            self.chunk_tokens.append(k)
+                            n += 1
+                    elif text is not None and (text or not role):
+                        if len(times) >= max_chunks:
                             self._fail(self._endless())
                             return n
                         add_time(t)
@@ -279,13 +305,14 @@ class OpenAIStream:
                             self.chunk_tokens.append(1)
                         n += 1
                         if not text and fr is not None:
-                            self._empty_finish_at = len(self.chunk_times)
+                            self._empty_finish_at = len(times)
                     if fr is None:
                         if usage:
                             self.usage = usage
                         continue
                     self.finish_reason = fr
                     self.tail = True
+                    answering = False
                 elif not choices and ("error" in obj or obj.get("object") == "error"):
                     self._fail(f"server error event: {_error_text(obj)}")
                     return n
@@ -305,13 +332,24 @@ class OpenAIStream:
                 # string, non-object usage): the request fails with it, the run goes on.
                 self._fail(f"malformed stream event: {_clip(line[5:].strip())!r}")
                 return n
+        if too_long:
+            self._fail(f"SSE line over {self._max_line} bytes: the stream was stopped")
         return n
+
+    def _longer(self, data: bytes) -> int:
+        """A read that continues the unfinished line without ending it."""
+        self._pieces.append(data)
+        self._pending += len(data)
+        if len(self._buf) + self._pending > self._max_line:
+            self._fail(f"SSE line over {self._max_line} bytes: the stream was stopped")
+        return 0
 
     def _endless(self) -> str:
         return f"endless stream: over {self._max_chunks} content chunks for max_tokens={self.max_tokens}"
 
-    def _drop_usage(self, ct: object) -> None:
-        """A cumulative count that cannot be right: per-chunk usage is not used for this request."""
+    def _drop_usage(self, ct: object) -> bool:
+        """A cumulative count that cannot be right: per-chunk usage is not used for this request.
+        Returns False (the chunk is then counted by its text)."""
         shown = repr(ct) if len(repr(ct)) <= 40 else repr(ct)[:40] + "…"
         if type(ct) is not int:
             why = "is not an integer"
@@ -326,12 +364,16 @@ class OpenAIStream:
         if self.continuous:
             self.continuous = False
             self.chunk_tokens = []
+        return False
 
     def finish(self) -> None:
         """The body ended. Parse a last line that came without a newline; flag a cut stream."""
-        rest = self._lines.rest()
+        rest = b"".join([self._buf, *self._pieces])
         if rest and not self.stopped:
-            self._events([rest], self._t)
+            self._buf = b""
+            self._pieces.clear()
+            self._bytes -= len(rest) + 1  # counted on arrival already; the newline is ours
+            self.feed(rest + b"\n", self._t)
         if self.error is None and not self.done and self.finish_reason is None:
             self.error = "stream ended before completion (no finish_reason and no [DONE])"
         # An empty finish chunk is a token (an unprintable EOS, or the last bytes of a character) unless
