@@ -6,10 +6,13 @@ concurrently; each one that fails on unexpected input is recorded in ``Facts.col
 others still report. NVML (an in-process library talking to the live kernel) is only consulted when
 ``root`` is ``/`` unless ``use_nvml`` says otherwise. PyTorch is read from its files (fast); the child
 process that imports it runs when a GPU is present, the torch build is a GPU build, or ``deep``.
+With ``fast`` (the fingerprint each bench run stores) every command is capped at
+:data:`FAST_COMMAND_TIMEOUT_S` and all of them together at :data:`FAST_BUDGET_S`.
 """
 
 from __future__ import annotations
 
+import csv
 import os
 import platform
 import re
@@ -50,7 +53,7 @@ from gpuledger.facts.naming import catalog_spec_for_pci, name_gpu
 from gpuledger.facts.nvidia import collect_nvidia
 from gpuledger.facts.ollama import DEFAULT_OLLAMA_URL, collect_ollama
 from gpuledger.facts.pci import collect_pci
-from gpuledger.facts.runner import CappedRunner, CommandResult, Runner, SubprocessRunner
+from gpuledger.facts.runner import BudgetRunner, CappedRunner, CommandResult, Runner, SubprocessRunner
 from gpuledger.facts.wsl import collect_wsl
 from gpuledger.urls import redact_env
 
@@ -66,7 +69,8 @@ __all__ = [
 
 T = TypeVar("T")
 
-# What bad input can raise inside a collector. Anything else is a bug and propagates.
+# What bad input can raise inside a collector. Anything else is a bug and propagates. (The tool-output
+# parsers raise only ToolOutputError, a ValueError; csv and recursion errors are a net behind them.)
 COLLECTOR_ERRORS: tuple[type[BaseException], ...] = (
     OSError,
     ValueError,
@@ -75,7 +79,13 @@ COLLECTOR_ERRORS: tuple[type[BaseException], ...] = (
     UnicodeError,
     ET.ParseError,
     JSONDecodeError,
+    csv.Error,
+    RecursionError,
 )
+# ``fast`` (the fingerprint every bench run takes): no command waits more than this, and all of them
+# together end within the budget, however the machine's tools misbehave (hang, one after the other).
+FAST_COMMAND_TIMEOUT_S = 5.0
+FAST_BUDGET_S = 10.0
 RELEVANT_ENV = re.compile(
     r"^(HSA_OVERRIDE_GFX_VERSION(_\d+)?|CUDA_VISIBLE_DEVICES|HIP_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES|"
     r"NVIDIA_VISIBLE_DEVICES|WSL_DISTRO_NAME|OLLAMA_HOST|ROCM_PATH|CUDA_HOME)$"
@@ -267,6 +277,8 @@ def collect_facts(
     run: Runner = runner if runner is not None else SubprocessRunner(environ)
     if timeout_cap_s is not None:
         run = CappedRunner(run, timeout_cap_s)
+    if fast:
+        run = BudgetRunner(CappedRunner(run, FAST_COMMAND_TIMEOUT_S), FAST_BUDGET_S)
     fs = RootFS(root)
     live = Path(root).resolve() == Path("/")
     facts = Facts(collected_at=datetime.now(UTC), root=str(root), deep=deep)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-import json
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -12,6 +12,7 @@ from gpuledger.catalog.amd import gfx_from_target_version
 from gpuledger.facts.fs import RootFS
 from gpuledger.facts.model import AmdFacts, AmdGpu, CommandFact, DeviceNode, Identity, KfdNode
 from gpuledger.facts.runner import Runner
+from gpuledger.facts.tool_output import ToolOutputError, bounded, bounded_text, load_json, small_int, too_many
 
 TOOL_TIMEOUT_S = 10.0
 KFD_NODES = "sys/class/kfd/kfd/topology/nodes"
@@ -19,8 +20,9 @@ OVERRIDE_ENV = re.compile(r"^HSA_OVERRIDE_GFX_VERSION(_\d+)?$")
 MIB = 1024 * 1024
 
 
-class AmdParseError(ValueError):
-    """A ROCm tool printed something that is not the format asked for."""
+class AmdParseError(ToolOutputError):
+    """A ROCm tool printed something that is not the format asked for (truncated, garbled, hostile).
+    Every tool parser below raises only this for bad input; long lines and values are bounded first."""
 
 
 def normalise_bdf(text: str | None) -> str | None:
@@ -36,22 +38,17 @@ def normalise_bdf(text: str | None) -> str | None:
 
 
 def _hex_id(value: Any) -> int | None:
-    """``"0x73ff"`` / ``"73ff"`` / ``29695`` -> int."""
+    """``"0x73ff"`` / ``"73ff"`` / ``29695`` -> int (a PCI id: at most 8 hex digits)."""
     if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        try:
-            return int(value.strip(), 16)
-        except ValueError:
-            return None
-    return None
+        return value if 0 <= value <= 0xFFFFFFFF else None
+    return small_int(value, base=16, max_digits=8)
 
 
 def _na(value: Any) -> str | None:
     if value is None:
         return None
-    text = str(value).strip()
-    return None if text in ("", "N/A", "n/a") else text
+    text = str(value).strip() if isinstance(value, str | int | float) else ""
+    return None if text in ("", "N/A", "n/a") else bounded(text)
 
 
 def _obj(rec: Mapping[str, Any], key: str) -> dict[str, Any]:
@@ -64,23 +61,30 @@ def _size_bytes(node: Any) -> int | None:
     if not isinstance(node, dict):
         return None
     value, unit = node.get("value"), str(node.get("unit", "")).upper()
-    if not isinstance(value, int | float):
+    if not isinstance(value, int | float) or isinstance(value, bool):
         return None
     factor = {"B": 1, "KB": 1024, "MB": MIB, "GB": 1024 * MIB}.get(unit)
-    return int(value * factor) if factor else None
+    if not factor:
+        return None
+    try:
+        size = float(value) * factor
+    except OverflowError:
+        return None
+    return int(size) if math.isfinite(size) and 0 <= size < 2**63 else None
 
 
 def amd_smi_records(text: str) -> list[dict[str, Any]]:
     """The GPU records of any ``amd-smi ... --json`` output: a bare list (older amd-smi) or
     ``{"gpu_data": [...]}`` (newer)."""
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise AmdParseError(f"amd-smi JSON does not parse: {exc}") from exc
-    if isinstance(doc, dict) and isinstance(doc.get("gpu_data"), list):
-        doc = doc["gpu_data"]
-    if not isinstance(doc, list) or not all(isinstance(r, dict) for r in doc):
-        raise AmdParseError('amd-smi JSON is neither a list of GPUs nor {"gpu_data": [...]}')
+        doc = load_json(text, "amd-smi")
+        if isinstance(doc, dict) and isinstance(doc.get("gpu_data"), list):
+            doc = doc["gpu_data"]
+        if not isinstance(doc, list) or not all(isinstance(r, dict) for r in doc):
+            raise AmdParseError('amd-smi JSON is neither a list of GPUs nor {"gpu_data": [...]}')
+        too_many(len(doc), "amd-smi")
+    except ToolOutputError as exc:
+        raise AmdParseError(str(exc)) from None
     return list(doc)
 
 
@@ -124,19 +128,21 @@ def _series_name(card: Mapping[str, Any]) -> str | None:
 def parse_rocm_smi(text: str) -> tuple[list[AmdGpu], str | None]:
     """``rocm-smi ... --json`` (ROCm 4.x to 6.x key sets) -> GPUs and the driver version."""
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise AmdParseError(f"rocm-smi JSON does not parse: {exc}") from exc
-    if not isinstance(doc, dict):
-        raise AmdParseError("rocm-smi JSON is not an object")
+        doc = load_json(text, "rocm-smi")
+        if not isinstance(doc, dict):
+            raise AmdParseError("rocm-smi JSON is not an object")
+        cards = sorted((k for k in doc if re.fullmatch(r"card\d{1,4}", k)), key=lambda k: int(k[4:]))
+        too_many(len(cards), "rocm-smi")
+    except ToolOutputError as exc:
+        raise AmdParseError(str(exc)) from None
     gpus: list[AmdGpu] = []
-    for key in sorted((k for k in doc if re.fullmatch(r"card\d+", k)), key=lambda k: int(k[4:])):
+    for key in cards:
         card = doc[key]
         if not isinstance(card, dict):
             continue
         gfx = _na(card.get("GFX Version"))
         name = _series_name(card)
-        vram = _na(card.get("VRAM Total Memory (B)"))
+        vram = small_int(card.get("VRAM Total Memory (B)"))
         gpus.append(
             AmdGpu(
                 index=int(key[4:]),
@@ -147,7 +153,7 @@ def parse_rocm_smi(text: str) -> tuple[list[AmdGpu], str | None]:
                 gfx_target=gfx,
                 gfx_source="rocm-smi" if gfx else None,
                 vbios=_na(card.get("VBIOS version")),
-                memory_total_bytes=int(vram) if vram and vram.isdigit() else None,
+                memory_total_bytes=vram,
                 uuid=_na(card.get("Unique ID")),
                 sources=["rocm-smi"],
             )
@@ -161,6 +167,7 @@ def parse_rocm_smi(text: str) -> tuple[list[AmdGpu], str | None]:
 def parse_rocminfo(text: str) -> tuple[list[AmdGpu], str]:
     """``rocminfo`` -> GPU agents (gfx target, marketing name, chip id, BDF) and a status word:
     ``ok``, ``rock_not_loaded`` or ``hsa_error``."""
+    text = bounded_text(text)
     if re.search(r"ROCk module is NOT loaded", text):
         return [], "rock_not_loaded"
     if "HSA Agents" not in text:
@@ -176,12 +183,12 @@ def parse_rocminfo(text: str) -> tuple[list[AmdGpu], str]:
                 fields[match.group(1)] = match.group(2)
         if fields.get("Device Type") != "GPU":
             continue
-        chip = re.search(r"\(0x([0-9a-fA-F]+)\)", fields.get("Chip ID", ""))
-        bdfid = fields.get("BDFID", "")
+        chip = re.search(r"\(0x([0-9a-fA-F]{1,8})\)", fields.get("Chip ID", ""))
+        bdfid = small_int(fields.get("BDFID", ""), max_digits=9)
         bus = None
-        if bdfid.isdigit():
-            value = int(bdfid)
-            bus = f"0000:{value >> 8:02x}:{(value >> 3) & 0x1F:02x}.{value & 7}"
+        if bdfid is not None:
+            bus = f"0000:{bdfid >> 8:02x}:{(bdfid >> 3) & 0x1F:02x}.{bdfid & 7}"
+        too_many(len(gpus) + 1, "rocminfo")
         gfx = fields.get("Name", "")
         gpus.append(
             AmdGpu(
@@ -204,8 +211,9 @@ def parse_kfd_properties(node: int, text: str) -> KfdNode | None:
     values: dict[str, int] = {}
     for line in text.splitlines():
         parts = line.split()
-        if len(parts) == 2 and parts[1].lstrip("-").isdigit():
-            values[parts[0]] = int(parts[1])
+        number = small_int(parts[1].removeprefix("-")) if len(parts) == 2 else None
+        if number is not None:
+            values[parts[0]] = -number if parts[1].startswith("-") else number
     version = values.get("gfx_target_version", 0)
     if version <= 0:
         return None
@@ -348,7 +356,7 @@ def collect_amd(
         try:
             gpus, facts.driver_version = parse_amd_smi(amd_smi.stdout)
             sources.append(gpus)
-        except AmdParseError as exc:
+        except ToolOutputError as exc:
             facts.parse_errors.append(f"amd-smi static --json: {exc}")
     if not sources:
         rocm_smi = runner(["rocm-smi", "--showallinfo", "--json"], timeout_s=TOOL_TIMEOUT_S)
@@ -358,7 +366,7 @@ def collect_amd(
                 gpus, driver = parse_rocm_smi(rocm_smi.stdout)
                 sources.append(gpus)
                 facts.driver_version = facts.driver_version or driver
-            except AmdParseError as exc:
+            except ToolOutputError as exc:
                 facts.parse_errors.append(f"rocm-smi --showallinfo --json: {exc}")
     known = bool(facts.kfd_nodes) or any(g.gfx_target for group in sources for g in group)
     if fast and known:
@@ -371,7 +379,7 @@ def collect_amd(
             gpus, facts.rocminfo_status = parse_rocminfo(rocminfo.stdout + "\n" + rocminfo.stderr)
             if gpus:
                 sources.append(gpus)
-        except AmdParseError as exc:
+        except ToolOutputError as exc:
             facts.rocminfo_status = "unparsed"
             facts.parse_errors.append(f"rocminfo: {exc}")
     facts.gpus = merge_gpus(sources)

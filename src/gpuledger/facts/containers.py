@@ -3,19 +3,19 @@
 
 from __future__ import annotations
 
-import json
 import re
 
 from gpuledger.facts.fs import RootFS
 from gpuledger.facts.model import CommandFact, ContainerFacts, NvidiaContainerDevice, NvidiaContainerInfo
 from gpuledger.facts.runner import Runner
+from gpuledger.facts.tool_output import ToolOutputError, bounded_text, load_json
 
 
 def parse_docker_runtimes(text: str) -> list[str] | None:
     """``docker info --format '{{json .Runtimes}}'`` -> runtime names (None when not a JSON object)."""
     try:
-        doc = json.loads(text.strip() or "null")
-    except json.JSONDecodeError:
+        doc = load_json(text.strip() or "null", "docker info")
+    except ToolOutputError:
         return None
     if not isinstance(doc, dict):
         return None
@@ -27,8 +27,8 @@ def parse_nvidia_container_info(text: str) -> NvidiaContainerInfo | None:
     info = NvidiaContainerInfo()
     device: NvidiaContainerDevice | None = None
     seen = False
-    for line in text.splitlines():
-        match = re.match(r"^([A-Za-z][A-Za-z ]+?):\s+(.*?)\s*$", line)
+    for line in bounded_text(text).splitlines():
+        match = re.match(r"^([A-Za-z][A-Za-z ]{0,63}?):\s+(.*?)\s*$", line)
         if match is None:
             continue
         key, value = match.group(1), match.group(2)
@@ -56,7 +56,7 @@ def collect_containers(fs: RootFS, runner: Runner) -> ContainerFacts:
     daemon = fs.read("etc/docker/daemon.json")
     if daemon.ok and daemon.text is not None:
         try:
-            doc = json.loads(daemon.text)
+            doc = load_json(daemon.text, "daemon.json")
             if isinstance(doc, dict):
                 runtimes = doc.get("runtimes")
                 facts.daemon_json_runtimes = sorted(runtimes) if isinstance(runtimes, dict) else []
@@ -64,8 +64,8 @@ def collect_containers(fs: RootFS, runner: Runner) -> ContainerFacts:
                 facts.daemon_json_default_runtime = default if isinstance(default, str) else None
             else:
                 facts.daemon_json_error = "not a JSON object"
-        except json.JSONDecodeError as exc:
-            facts.daemon_json_error = f"does not parse: {exc}"
+        except ToolOutputError as exc:
+            facts.daemon_json_error = str(exc).replace("daemon.json JSON ", "", 1)
     elif not daemon.missing:
         facts.daemon_json_error = daemon.error
 

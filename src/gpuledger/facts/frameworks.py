@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ast
 import importlib.metadata
-import json
 import os
 import platform
 import re
@@ -24,6 +23,7 @@ from gpuledger.facts.model import (
     TorchProbe,
 )
 from gpuledger.facts.runner import CommandResult, Runner
+from gpuledger.facts.tool_output import ToolOutputError, load_json
 
 PROBE_TIMEOUT_S = 60.0
 DEEP_TIMEOUT_S = 300.0
@@ -145,8 +145,8 @@ def search_path(env: Mapping[str, str], python: str | None = None, runner: Runne
         return extra + [p for p in sys.path if p]
     result = runner([python, "-c", _SYS_PATH_SCRIPT], timeout_s=15.0)
     try:
-        paths = json.loads(result.stdout) if result.ok else None
-    except json.JSONDecodeError:
+        paths = load_json(result.stdout, python) if result.ok else None
+    except ToolOutputError:
         paths = None
     if not isinstance(paths, list):
         raise ValueError(f"cannot ask {python} for its sys.path: {result.summary()}")
@@ -210,8 +210,8 @@ def parse_probe_output(result: CommandResult, python: str) -> TorchProbe:
         probe.error = f"no probe result ({result.summary()})"
         return probe
     try:
-        data = json.loads(line[len(PROBE_MARKER) :])
-    except json.JSONDecodeError as exc:
+        data = load_json(line[len(PROBE_MARKER) :], "the probe's")
+    except ToolOutputError as exc:
         probe.error = f"unreadable probe result: {exc}"
         return probe
     if not isinstance(data, dict):

@@ -4,13 +4,12 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import re
 import xml.etree.ElementTree as ET
 
 from gpuledger.facts.model import CommandFact, NvidiaFacts, NvidiaGpu, NvmlFacts, SmiFormat, SmiStatus
 from gpuledger.facts.runner import CommandResult, Runner
+from gpuledger.facts.tool_output import ToolOutputError, bounded, bounded_text, csv_rows, small_int, too_many
 
 SMI_TIMEOUT_S = 10.0
 
@@ -21,14 +20,15 @@ _MISMATCH = re.compile(r"driver/library version mismatch")
 _NVML_LIB_VERSION = re.compile(r"NVML library version:\s*([\d.]+)", re.IGNORECASE)
 
 
-class SmiParseError(ValueError):
-    """nvidia-smi printed something that is not the format asked for (truncated, garbled)."""
+class SmiParseError(ToolOutputError):
+    """nvidia-smi printed something that is not the format asked for (truncated, garbled, hostile).
+    Every parser below raises only this for bad input; long lines and values are bounded first."""
 
 
 def _mib_to_bytes(text: str | None) -> int | None:
     if not text:
         return None
-    match = re.search(r"(\d+(?:\.\d+)?)\s*MiB", text)
+    match = re.search(r"(\d{1,12}(?:\.\d{1,6})?)\s*MiB", text[:64])
     return int(float(match.group(1)) * 1024 * 1024) if match else None
 
 
@@ -36,17 +36,13 @@ def _clean(text: str | None) -> str | None:
     if text is None:
         return None
     value = text.strip()
-    return None if value in ("", "N/A", "[N/A]", "Not Available") else value
+    return None if value in ("", "N/A", "[N/A]", "Not Available") else bounded(value)
 
 
 def _pci_device_id(text: str | None) -> int | None:
     """nvidia-smi's ``pci_device_id`` is ``0x20B210DE`` / ``20B210DE``: device << 16 | vendor."""
-    value = _clean(text)
-    if value is None:
-        return None
-    try:
-        full = int(value, 16)
-    except ValueError:
+    full = small_int(_clean(text), base=16, max_digits=8)
+    if full is None:
         return None
     return full >> 16 if full > 0xFFFF else full
 
@@ -56,6 +52,8 @@ def parse_smi_xml(text: str) -> tuple[str | None, str | None, list[NvidiaGpu]]:
     body = text.strip()
     if not body:
         raise SmiParseError("empty output")
+    if body.count("<gpu>") + body.count("<gpu ") > 1024:
+        raise SmiParseError("lists more than 1024 GPUs; not a real listing")
     # A str with an encoding declaration is fine for ElementTree; drop a BOM or garbage before it.
     start = body.find("<?xml")
     if start < 0:
@@ -96,6 +94,7 @@ def _kv(line: str) -> tuple[int, str, str | None]:
 
 def parse_smi_q(text: str) -> tuple[str | None, str | None, list[NvidiaGpu]]:
     """``nvidia-smi -q`` text -> (driver version, CUDA version, GPUs)."""
+    text = bounded_text(text)
     if "Driver Version" not in text and "NVSMI LOG" not in text:
         raise SmiParseError("not nvidia-smi -q output")
     driver = cuda = None
@@ -126,6 +125,8 @@ def parse_smi_q(text: str) -> tuple[str | None, str | None, list[NvidiaGpu]]:
         gpu_head = re.fullmatch(r"GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])", raw.strip())
         if indent == 0 and gpu_head:
             close()
+            if len(gpus) >= 1024:
+                raise SmiParseError("lists more than 1024 GPUs; not a real listing")
             current = {"_bus": gpu_head.group(1)}
             section = []
             continue
@@ -142,8 +143,11 @@ def parse_smi_q(text: str) -> tuple[str | None, str | None, list[NvidiaGpu]]:
         if value is None or value == "":
             section.append((indent, key))
             continue
+        if len(section) > 16:  # deeper than any real section: garbage
+            continue
         path = "/".join([s for _, s in section] + [key])
-        current.setdefault(path, value)
+        if len(current) < 4096:
+            current.setdefault(path, value)
     close()
     if driver is None and not gpus:
         raise SmiParseError("no driver version and no GPU in nvidia-smi -q output")
@@ -152,13 +156,14 @@ def parse_smi_q(text: str) -> tuple[str | None, str | None, list[NvidiaGpu]]:
 
 _TABLE_HEAD = re.compile(r"Driver Version:\s*([\d.]+)\s+CUDA Version:\s*([\d.]+|N/A)")
 _TABLE_ROW = re.compile(
-    r"^\|\s+(\d+)\s+(.+?)\s+(On|Off)\s+\|\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])"
+    r"^\|\s+(\d{1,4})\s+(.+?)\s+(On|Off)\s+\|\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])"
 )
-_TABLE_MEM = re.compile(r"(\d+)MiB\s*/\s*(\d+)MiB")
+_TABLE_MEM = re.compile(r"(\d{1,12})MiB\s*/\s*(\d{1,12})MiB")
 
 
 def parse_smi_table(text: str) -> tuple[str | None, str | None, list[NvidiaGpu]]:
     """The default ``nvidia-smi`` table (both the pre-535 79-column and the newer wide layout)."""
+    text = bounded_text(text)
     head = _TABLE_HEAD.search(text)
     if head is None:
         raise SmiParseError("no 'Driver Version: ... CUDA Version: ...' header")
@@ -168,8 +173,9 @@ def parse_smi_table(text: str) -> tuple[str | None, str | None, list[NvidiaGpu]]
         row = _TABLE_ROW.match(line)
         if row is None:
             continue
-        name = row.group(2).strip()
+        name = bounded(row.group(2).strip()) or ""
         mem = _TABLE_MEM.search(lines[i + 1]) if i + 1 < len(lines) else None
+        too_many(len(gpus) + 1, "the nvidia-smi table")
         gpus.append(
             NvidiaGpu(
                 index=int(row.group(1)),
@@ -183,16 +189,18 @@ def parse_smi_table(text: str) -> tuple[str | None, str | None, list[NvidiaGpu]]
     return head.group(1), cuda, gpus
 
 
-_L_LINE = re.compile(r"^GPU (\d+): (.+?) \(UUID: ([^)]+)\)\s*$")
+_L_LINE = re.compile(r"^GPU (\d{1,4}): (.+?) \(UUID: ([^)]+)\)\s*$")
 
 
 def parse_smi_list(text: str) -> list[NvidiaGpu]:
     """``nvidia-smi -L`` -> GPUs (index, name, uuid)."""
     gpus = [
-        NvidiaGpu(index=int(m.group(1)), name=m.group(2).strip(), uuid=m.group(3).strip())
-        for m in (_L_LINE.match(line) for line in text.splitlines())
+        NvidiaGpu(index=int(m.group(1)), name=bounded(m.group(2).strip()), uuid=bounded(m.group(3).strip()))
+        for m in (_L_LINE.match(line) for line in bounded_text(text).splitlines())
         if m
     ]
+    if len(gpus) > 1024:
+        raise SmiParseError("lists more than 1024 GPUs; not a real listing")
     if not gpus:
         raise SmiParseError("no 'GPU n: NAME (UUID: ...)' line")
     return gpus
@@ -201,11 +209,14 @@ def parse_smi_list(text: str) -> list[NvidiaGpu]:
 def parse_smi_csv(text: str) -> list[dict[str, str | None]]:
     """``--query-gpu=... --format=csv``: rows keyed by field name (the ``[unit]`` suffix dropped,
     ``[N/A]`` -> None). Values keep their text (units are in the header, e.g. ``memory.used [MiB]``)."""
-    rows = [r for r in csv.reader(io.StringIO(text.strip()), skipinitialspace=True) if r]
+    try:
+        rows = csv_rows(text.strip(), "CSV")
+    except ToolOutputError as exc:
+        raise SmiParseError(str(exc)) from None
     if len(rows) < 1:
         raise SmiParseError("empty CSV")
     header = [re.sub(r"\s*\[[^\]]*\]$", "", h.strip()) for h in rows[0]]
-    if not all(re.fullmatch(r"[a-z][a-z0-9_.]*", h) for h in header):
+    if not all(re.fullmatch(r"[a-z][a-z0-9_.]{0,63}", h) for h in header):
         raise SmiParseError("the first line is not a --query-gpu CSV header")
     out: list[dict[str, str | None]] = []
     for row in rows[1:]:
@@ -235,10 +246,10 @@ def gpus_from_csv(rows: list[dict[str, str | None]]) -> tuple[str | None, str | 
         raise SmiParseError("CSV has neither a name nor a uuid column")
     gpus: list[NvidiaGpu] = []
     for pos, row in enumerate(rows):
-        index = row.get("index")
+        index = small_int(row.get("index"), max_digits=4)
         gpus.append(
             NvidiaGpu(
-                index=int(index) if index and index.isdigit() else pos,
+                index=pos if index is None else index,
                 name=row.get("name"),
                 uuid=row.get("uuid"),
                 pci_bus_id=row.get("pci.bus_id"),
@@ -293,7 +304,7 @@ def _try_formats(
     problems: list[str] = []
     try:
         return first, "xml", parse_smi_xml(first.stdout), problems
-    except SmiParseError as exc:
+    except ToolOutputError as exc:
         problems.append(f"nvidia-smi -q -x: {exc}")
     fallbacks: tuple[tuple[list[str], SmiFormat], ...] = (
         (["nvidia-smi", "-q"], "q"),
@@ -314,7 +325,7 @@ def _try_formats(
             if fmt == "csv":
                 return result, fmt, gpus_from_csv(parse_smi_csv(result.stdout)), problems
             return result, fmt, (None, None, parse_smi_list(result.stdout)), problems
-        except SmiParseError as exc:
+        except ToolOutputError as exc:
             problems.append(f"{result.command}: {exc}")
     return first, None, None, problems
 

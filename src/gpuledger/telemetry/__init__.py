@@ -8,7 +8,9 @@ window summary says how its energy was obtained and whether the window is trustw
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from gpuledger.telemetry.amd import AmdSmiSource
@@ -17,7 +19,13 @@ from gpuledger.telemetry.cpu import PsutilSource
 from gpuledger.telemetry.nvml import NvmlSource
 from gpuledger.telemetry.rapl import RaplSource
 from gpuledger.telemetry.sampler import BackgroundSampler, Sampler, WindowSummary
-from gpuledger.telemetry.smi_cli import AmdSmiCliSource, NvidiaSmiSource, RocmSmiSource, Runner
+from gpuledger.telemetry.smi_cli import (
+    CLI_PROBE_TIMEOUT_S,
+    AmdSmiCliSource,
+    NvidiaSmiSource,
+    RocmSmiSource,
+    Runner,
+)
 
 __all__ = [
     "METRIC_UNITS",
@@ -32,6 +40,8 @@ __all__ = [
     "open_sources",
 ]
 
+CLI_OPEN_BUDGET_S = 6.0  # all CLI probes of one open_sources() together (they run concurrently)
+
 
 def open_sources(
     root: Path = Path("/"),
@@ -45,22 +55,35 @@ def open_sources(
     too, with their reason, so that a report can say why a figure is missing.
 
     ``root`` is where sysfs/procfs are read (tests pass a fake tree); ``runner`` replaces the
-    subprocess runner of the CLI fallbacks; ``pids`` limits NVML's ``process_memory_bytes``."""
-    sources: list[Sampler] = []
+    subprocess runner of the CLI fallbacks; ``pids`` limits NVML's ``process_memory_bytes``.
 
+    The CLI fallbacks are probed concurrently (the NVIDIA tool and the AMD tools in turn), each within
+    :data:`~gpuledger.telemetry.smi_cli.CLI_PROBE_TIMEOUT_S` and all within :data:`CLI_OPEN_BUDGET_S`:
+    a hanging or garbage-printing tool costs at most that, and is a source with a reason."""
     nvml = NvmlSource(pids=pids)
-    sources.append(nvml)
-    if not nvml.available and use_cli:
-        sources.append(NvidiaSmiSource(runner))
+    amd_lib = AmdSmiSource()
+    deadline = time.monotonic() + CLI_OPEN_BUDGET_S
 
-    amd: Sampler = AmdSmiSource()
-    sources.append(amd)
-    if not amd.available and use_cli:
-        amd = AmdSmiCliSource(runner)
-        sources.append(amd)
-        if not amd.available:
-            sources.append(RocmSmiSource(runner))
+    def left() -> float:
+        return max(0.0, min(CLI_PROBE_TIMEOUT_S, deadline - time.monotonic()))
 
+    def nvidia_cli() -> list[Sampler]:
+        return [NvidiaSmiSource(runner, timeout_s=left())]
+
+    def amd_cli() -> list[Sampler]:
+        first = AmdSmiCliSource(runner, timeout_s=left())
+        return [first] if first.available else [first, RocmSmiSource(runner, timeout_s=left())]
+
+    nvidia_fallback: list[Sampler] = []
+    amd_fallback: list[Sampler] = []
+    if use_cli and not (nvml.available and amd_lib.available):
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="gpuledger-probe") as pool:
+            f_nv = None if nvml.available else pool.submit(nvidia_cli)
+            f_amd = None if amd_lib.available else pool.submit(amd_cli)
+            nvidia_fallback = f_nv.result() if f_nv is not None else []
+            amd_fallback = f_amd.result() if f_amd is not None else []
+
+    sources: list[Sampler] = [nvml, *nvidia_fallback, amd_lib, *amd_fallback]
     sources.append(RaplSource(root))
     sources.append(PsutilSource(root))
     return sources

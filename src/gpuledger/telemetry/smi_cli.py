@@ -1,20 +1,34 @@
 """CLI fallbacks when the vendor library is missing: ``nvidia-smi`` (csv), ``amd-smi metric --json``,
 ``rocm-smi --json``. Parsers are pure functions over the tools' text (tested against real captured
 outputs); runners take an argument list and a timeout, and can be replaced (tests pass fixture text).
+
+Tool output is hostile input. The default runner is the collectors' (``gpuledger.facts.runner``: own
+process group killed on timeout, output capped, bytes decoded safely). A parser raises only
+:class:`CommandError`, for output that cannot be read as a whole (not CSV/JSON, a header of another
+format); one bad row is that GPU's reason (``GpuRow.error``) and one bad value is that metric's
+(``GpuRow.missing``), never an exception. Opening a source runs its tool once, within
+``timeout_s`` (:data:`CLI_PROBE_TIMEOUT_S` by default).
 """
 
 from __future__ import annotations
 
-import csv
-import json
-import math
 import re
 import shutil
-import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from gpuledger.facts.runner import SubprocessRunner
+from gpuledger.facts.tool_output import (
+    ToolOutputError,
+    bounded,
+    csv_rows,
+    excerpt,
+    finite_float,
+    load_json,
+    small_int,
+    too_many,
+)
 from gpuledger.telemetry.base import (
     MHZ,
     MIB,
@@ -27,7 +41,8 @@ from gpuledger.telemetry.base import (
 )
 
 Runner = Callable[[Sequence[str], float], str]
-CLI_TIMEOUT_S = 15.0
+CLI_TIMEOUT_S = 10.0  # one reading during the window
+CLI_PROBE_TIMEOUT_S = 5.0  # the one run that opens a source
 CLI_MIN_INTERVAL_S = 1.0  # the tools refresh about once a second and take a while to start
 
 
@@ -36,20 +51,22 @@ class CommandError(SourceError):
 
 
 def run_command(args: Sequence[str], timeout: float) -> str:
-    """Run ``args`` (never through a shell) and return stdout. Raises :class:`CommandError`."""
+    """Run ``args`` (never through a shell, in its own process group, output capped) and return
+    stdout. Raises :class:`CommandError` saying how it failed."""
     argv = [str(a) for a in args]
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    except FileNotFoundError as exc:
-        raise CommandError(f"{argv[0]}: not found on PATH") from exc
-    except subprocess.TimeoutExpired as exc:
-        raise CommandError(f"{argv[0]}: timed out after {timeout:g} s") from exc
-    except OSError as exc:
-        raise CommandError(f"{argv[0]}: cannot run ({exc})") from exc
-    if proc.returncode != 0:
-        said = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
-        raise CommandError(f"{argv[0]} exited with {proc.returncode}" + (f": {said[0]}" if said else ""))
-    return proc.stdout
+    result = SubprocessRunner()(argv, timeout_s=timeout)
+    if result.ok:
+        return result.stdout
+    if result.not_found:
+        raise CommandError(f"{argv[0]}: not found on PATH")
+    if result.note is not None:
+        raise CommandError(f"{argv[0]}: not run: {result.note}")
+    if result.timed_out:
+        raise CommandError(f"{argv[0]}: timed out after {timeout:g} s (killed with its process group)")
+    if result.error is not None:
+        raise CommandError(f"{argv[0]}: {result.error}")
+    said = result.output_lines(1)
+    raise CommandError(f"{argv[0]} exited with {result.rc}" + (f": {said[0][:200]}" if said else ""))
 
 
 @dataclass(slots=True)
@@ -63,6 +80,7 @@ class GpuRow:
     bus_id: str | None = None
     values: dict[str, float] = field(default_factory=dict)
     missing: dict[str, str] = field(default_factory=dict)
+    error: str | None = None  # the tool's line for this GPU could not be read at all
 
     def device(self) -> DeviceInfo:
         return DeviceInfo(key=f"{self.vendor}:{self.index}", vendor=self.vendor, index=self.index,
@@ -70,11 +88,15 @@ class GpuRow:
 
 
 def _finite(text: str) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
+    return finite_float(text)
+
+
+def _value_reason(tool: str, what: str, raw: object, value: float) -> str | None:
+    """Why a parsed number is not a plausible reading (negative), else None."""
+    if value < 0 and not what.startswith("temperature"):
+        shown = excerpt(raw, 40) if isinstance(raw, str) else f"{value:g}"
+        return f"{tool} {what}: {shown} is negative"
+    return None
 
 
 # --------------------------------------------------------------------------- nvidia-smi
@@ -115,54 +137,70 @@ def parse_nvidia_smi_csv(text: str, fields: Sequence[str] | None = None) -> list
 
     With a header row (``fields`` None) the field names and units come from it
     (``memory.used [MiB]``); with ``noheader`` pass the queried ``fields``. Values may carry their
-    unit (``16280 MiB``) or not (``nounits``); ``[N/A]``/``[Not Supported]`` become ``missing``."""
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    if not lines:
+    unit (``16280 MiB``) or not (``nounits``); ``[N/A]``/``[Not Supported]`` become ``missing``, and
+    so does a value that is not a number in the expected unit (with the reason). A row with the
+    wrong number of values is kept with its ``error``. :class:`CommandError` only when the text is
+    not CSV at all or its header is not a ``--query-gpu`` header."""
+    try:
+        rows = csv_rows(text, "nvidia-smi")
+    except ToolOutputError as exc:
+        raise CommandError(str(exc)) from None
+    if not rows:
         return []
-    rows = list(csv.reader(lines, skipinitialspace=True))
     units: dict[str, str] = {}
     if fields is None:
         header, rows = rows[0], rows[1:]
         names = []
         for cell in header:
-            m = re.fullmatch(r"\s*([\w.]+)\s*(?:\[(.+)\])?\s*", cell)
+            m = re.fullmatch(r"\s*([\w.]{1,64})\s*(?:\[(.{1,16})\])?\s*", cell)
             if not m:
-                raise CommandError(f"nvidia-smi: unexpected csv header cell {cell!r}")
+                raise CommandError(f"nvidia-smi: unexpected csv header cell {excerpt(cell)}")
             names.append(m.group(1))
             if m.group(2):
                 units[m.group(1)] = m.group(2)
+            if m.group(1) in NVIDIA_FIELDS and m.group(2) and m.group(2) != NVIDIA_FIELDS[m.group(1)][1]:
+                raise CommandError(f"nvidia-smi: {m.group(1)} in {m.group(2)!r}, "
+                                   f"expected {NVIDIA_FIELDS[m.group(1)][1]!r}")
     else:
         names = list(fields)
     out = []
     for pos, cells in enumerate(rows):
-        if len(cells) != len(names):
-            raise CommandError(f"nvidia-smi: row has {len(cells)} values for {len(names)} fields: {cells!r}")
         row = GpuRow(vendor="nvidia", index=pos)
+        if len(cells) != len(names):
+            if names and names[0] == "index" and (idx := small_int(cells[0], max_digits=4)) is not None:
+                row.index = idx
+            row.error = (f"nvidia-smi: row {pos + 1} has {len(cells)} values for {len(names)} fields: "
+                         f"{excerpt(','.join(cells))}")
+            out.append(row)
+            continue
         for name, raw in zip(names, cells, strict=True):
             raw = raw.strip()
-            if name == "index" and raw.isdigit():
-                row.index = int(raw)
+            if name == "index":
+                idx = small_int(raw, max_digits=4)
+                if idx is not None:
+                    row.index = idx
             elif name in ("name", "gpu_name"):
-                row.name = raw
+                row.name = bounded(raw) or ""
             elif name in ("uuid", "gpu_uuid"):
-                row.uuid = None if _not_available(raw) else raw
+                row.uuid = None if _not_available(raw) else bounded(raw)
             elif name in ("pci.bus_id", "gpu_bus_id"):
-                row.bus_id = None if _not_available(raw) else raw
+                row.bus_id = None if _not_available(raw) else bounded(raw)
             elif name in NVIDIA_FIELDS:
                 metric, unit, factor = NVIDIA_FIELDS[name]
                 if _not_available(raw):
-                    row.missing[metric] = f"nvidia-smi {name}: {raw.strip('[]') or 'empty'}"
+                    row.missing[metric] = f"nvidia-smi {name}: {bounded(raw.strip('[]'), 60) or 'empty'}"
                     continue
                 number, _, shown = raw.partition(" ")
-                header_unit = units.get(name)
-                if header_unit is not None and header_unit != unit:
-                    raise CommandError(f"nvidia-smi: {name} in {header_unit!r}, expected {unit!r}")
-                if shown and shown != unit:
-                    raise CommandError(f"nvidia-smi: {name} value {raw!r}, expected unit {unit!r}")
                 value = _finite(number)
-                if value is None:
-                    raise CommandError(f"nvidia-smi: {name} value {raw!r} is not a number")
-                row.values[metric] = value * factor
+                if shown and shown != unit:
+                    row.missing[metric] = (f"nvidia-smi {name}: value {excerpt(raw, 40)}, "
+                                           f"expected unit {unit!r}")
+                elif value is None:
+                    row.missing[metric] = f"nvidia-smi {name}: {excerpt(raw, 40)} is not a number"
+                elif (why := _value_reason("nvidia-smi", name, raw, value)) is not None:
+                    row.missing[metric] = why
+                else:
+                    row.values[metric] = value * factor
         out.append(row)
     return out
 
@@ -183,15 +221,16 @@ def load_amd_smi_json(text: str) -> list[dict[str, Any]]:
     """The per-GPU objects of any ``amd-smi ... --json`` output: a bare list (amd-smi 24.x) or
     ``{"gpu_data": [...]}`` (ROCm 6.4+), or one object."""
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CommandError(f"amd-smi: output is not JSON ({exc})") from exc
-    if isinstance(doc, dict) and isinstance(doc.get("gpu_data"), list):
-        doc = doc["gpu_data"]
-    if isinstance(doc, dict):
-        doc = [doc]
-    if not isinstance(doc, list) or not all(isinstance(d, dict) for d in doc):
-        raise CommandError("amd-smi: expected a list of GPU objects")
+        doc = load_json(text, "amd-smi")
+        if isinstance(doc, dict) and isinstance(doc.get("gpu_data"), list):
+            doc = doc["gpu_data"]
+        if isinstance(doc, dict):
+            doc = [doc]
+        if not isinstance(doc, list) or not all(isinstance(d, dict) for d in doc):
+            raise CommandError("amd-smi: expected a list of GPU objects")
+        too_many(len(doc), "amd-smi")
+    except ToolOutputError as exc:
+        raise CommandError(str(exc)) from None
     return doc
 
 
@@ -207,27 +246,37 @@ def classify_amd_smi(items: Sequence[Mapping[str, Any]]) -> AmdSmiKind:
     return "unknown"
 
 
+def _shown(obj: object) -> str:
+    """A tool's non-numeric value as a short text for a reason ("N/A", or an excerpt of garbage)."""
+    if isinstance(obj, str):
+        return obj if len(obj) <= 40 else excerpt(obj, 40)
+    if isinstance(obj, int) and not isinstance(obj, bool) and abs(obj) >= 10**18:
+        return "a number out of range"
+    if isinstance(obj, bool | int | float) or obj is None:
+        return str(obj)
+    return f"a JSON {type(obj).__name__}, not a value"
+
+
 def _value_unit(obj: object) -> tuple[float, str] | str:
     """``{"value": 6, "unit": "W"}`` / bare number -> (value, unit); "N/A" and the like -> the text."""
     if isinstance(obj, dict) and "value" in obj:
         inner = obj["value"]
-        unit = str(obj.get("unit", ""))
-        if isinstance(inner, int | float) and not isinstance(inner, bool) and math.isfinite(inner):
-            return float(inner), unit
-        if isinstance(inner, str) and (v := _finite(inner)) is not None:
-            return v, unit
-        return str(inner)
-    if isinstance(obj, int | float) and not isinstance(obj, bool) and math.isfinite(obj):
-        return float(obj), ""
-    if isinstance(obj, str) and (v := _finite(obj)) is not None:
+        unit = obj.get("unit", "")
+        if (v := finite_float(inner)) is not None:
+            return v, unit if isinstance(unit, str) else repr(unit)
+        return _shown(inner)
+    if (v := finite_float(obj)) is not None:
         return v, ""
-    return "missing" if obj is None else str(obj)
+    return "missing" if obj is None else _shown(obj)
 
 
-def _to_base(value: float, unit: str, default_unit: str, what: str) -> float:
+def _to_base(value: float, unit: str, default_unit: str, what: str) -> float | str:
+    """``value`` in the base unit, or the reason it cannot be (an unknown unit, a negative reading)."""
     u = unit or default_unit
     if u not in _UNIT_FACTORS:
-        raise CommandError(f"amd-smi: {what} in unknown unit {u!r}")
+        return f"amd-smi {what}: unknown unit {excerpt(u, 20)}"
+    if (why := _value_reason("amd-smi", what, value, value)) is not None:
+        return why
     return value * _UNIT_FACTORS[u]
 
 
@@ -264,14 +313,17 @@ def parse_amd_smi_metric(text: str) -> list[GpuRow]:
         raise CommandError(f"amd-smi: expected `amd-smi metric` output, got {kind} output")
     out = []
     for pos, item in enumerate(items):
-        idx = item.get("gpu", pos)
-        row = GpuRow(vendor="amd", index=int(idx) if isinstance(idx, int) else pos)
+        idx = small_int(item.get("gpu", pos), max_digits=4)
+        row = GpuRow(vendor="amd", index=pos if idx is None else idx)
         for metric, paths, default_unit in _AMD_SMI_PATHS:
             seen: str | None = None
             for path in paths:
                 got = _value_unit(_dig(item, *path))
                 if isinstance(got, tuple):
                     value = _to_base(got[0], got[1], default_unit, ".".join(path))
+                    if isinstance(value, str):
+                        seen = seen or value
+                        continue
                     if metric == "power_w" and value == 0:
                         seen = SECONDARY_DIE
                         continue
@@ -304,7 +356,7 @@ def parse_amd_smi_static(text: str) -> list[AmdStatic]:
         raise CommandError(f"amd-smi: expected `amd-smi static` output, got {kind} output")
     out = []
     for pos, item in enumerate(items):
-        idx = item.get("gpu", pos)
+        idx = small_int(item.get("gpu", pos), max_digits=4)
         name = _dig(item, "asic", "market_name")
         bdf = _dig(item, "bus", "bdf")
         dev_id = _dig(item, "asic", "device_id")
@@ -314,15 +366,16 @@ def parse_amd_smi_static(text: str) -> list[AmdStatic]:
             limit = _value_unit(_dig(item, *path))
             if isinstance(limit, tuple):
                 break
+        vram_b = _to_base(vram[0], vram[1], "MB", "vram.size") if isinstance(vram, tuple) else None
+        limit_w = _to_base(limit[0], limit[1], "W", "limit") if isinstance(limit, tuple) else None
+        label = name if isinstance(name, str) and name not in ("", "N/A") else f"AMD GPU {pos}"
         out.append(AmdStatic(
-            index=int(idx) if isinstance(idx, int) else pos,
-            name=str(name) if isinstance(name, str) and name != "N/A" else f"AMD GPU {pos}",
-            bdf=str(bdf) if isinstance(bdf, str) and bdf != "N/A" else None,
-            device_id=str(dev_id) if isinstance(dev_id, str) and dev_id != "N/A" else None,
-            vram_total_bytes=(
-                _to_base(vram[0], vram[1], "MB", "vram.size") if isinstance(vram, tuple) else None
-            ),
-            power_limit_w=_to_base(limit[0], limit[1], "W", "limit") if isinstance(limit, tuple) else None,
+            index=pos if idx is None else idx,
+            name=bounded(label) or label,
+            bdf=bounded(bdf) if isinstance(bdf, str) and bdf != "N/A" else None,
+            device_id=bounded(dev_id) if isinstance(dev_id, str) and dev_id != "N/A" else None,
+            vram_total_bytes=vram_b if isinstance(vram_b, float) else None,
+            power_limit_w=limit_w if isinstance(limit_w, float) else None,
         ))
     return out
 
@@ -356,20 +409,22 @@ def _rocm_name(card: Mapping[str, Any], n: int) -> str:
     for key in ("Device Name", "Card Series", "Card series"):
         v = card.get(key)
         if isinstance(v, str) and v and v != "N/A" and not re.fullmatch(r"0x[0-9a-fA-F]+", v):
-            return v
+            return bounded(v) or v[:1]
     return f"AMD GPU {n}"
 
 
 def parse_rocm_smi_json(text: str) -> list[GpuRow]:
     """Parse ``rocm-smi ... --json``: ``{"card0": {...}, "system": {...}}`` with string values."""
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CommandError(f"rocm-smi: output is not JSON ({exc})") from exc
-    if not isinstance(doc, dict):
-        raise CommandError("rocm-smi: expected a JSON object keyed by card")
+        doc = load_json(text, "rocm-smi")
+        if not isinstance(doc, dict):
+            raise CommandError("rocm-smi: expected a JSON object keyed by card")
+        cards = sorted((k for k in doc if re.fullmatch(r"card\d{1,4}", k)), key=lambda k: int(k[4:]))
+        too_many(len(cards), "rocm-smi")
+    except ToolOutputError as exc:
+        raise CommandError(str(exc)) from None
     out = []
-    for key in sorted((k for k in doc if re.fullmatch(r"card\d+", k)), key=lambda k: int(k[4:])):
+    for key in cards:
         card = doc[key]
         if not isinstance(card, dict):
             continue
@@ -377,18 +432,22 @@ def parse_rocm_smi_json(text: str) -> list[GpuRow]:
         uuid = card.get("Unique ID")
         bus = card.get("PCI Bus")
         row = GpuRow(vendor="amd", index=n, name=_rocm_name(card, n),
-                     uuid=str(uuid) if isinstance(uuid, str) and uuid != "N/A" else None,
-                     bus_id=str(bus) if isinstance(bus, str) and bus != "N/A" else None)
+                     uuid=bounded(uuid) if isinstance(uuid, str) and uuid != "N/A" else None,
+                     bus_id=bounded(bus) if isinstance(bus, str) and bus != "N/A" else None)
         for metric, keys, factor in _ROCM_KEYS:
             present = [k for k in keys if k in card]
             if not present:
                 continue
             for k in present:
-                raw = str(card[k]).strip()
-                m = _CLOCK.match(raw) if metric.endswith("clock_hz") else None
+                shown = card[k]
+                raw = shown.strip() if isinstance(shown, str) else _shown(shown)
+                m = _CLOCK.match(raw) if metric.endswith("clock_hz") and len(raw) <= 64 else None
                 value = _finite(m.group(1)) if m else _finite(raw)
                 if value is None:
-                    row.missing.setdefault(metric, f"rocm-smi {k}: {raw}")
+                    row.missing.setdefault(metric, f"rocm-smi {k}: {_shown(raw)}")
+                    continue
+                if (why := _value_reason("rocm-smi", k, raw, value)) is not None:
+                    row.missing.setdefault(metric, why)
                     continue
                 if metric == "power_w" and value == 0:
                     row.missing.setdefault(metric, SECONDARY_DIE)
@@ -404,29 +463,47 @@ def parse_rocm_smi_json(text: str) -> list[GpuRow]:
 
 
 class _CliSource(BaseSource):
-    """A vendor CLI polled once a second; ``parse`` turns its stdout into rows."""
+    """A vendor CLI polled once a second; ``parse`` turns its stdout into rows.
+
+    Opening runs the tool once, within ``timeout_s``; a tool that cannot be run, hangs, prints too much
+    or prints something unreadable leaves the source unavailable with that reason. A GPU whose row is
+    unreadable is not measured (its reason is kept); during the window an unreadable row is a reason
+    for that GPU's metrics, and a failed run of the tool drops the source (``SourceError``)."""
 
     def __init__(self, name: str, vendor: Vendor, provides: frozenset[str], args: list[str],
-                 runner: Runner | None) -> None:
+                 runner: Runner | None, timeout_s: float = CLI_PROBE_TIMEOUT_S) -> None:
         super().__init__(name, vendor, provides, min_interval_s=CLI_MIN_INTERVAL_S)
         self.args = args
         self._by_index: dict[int, DeviceInfo] = {}
         self._runner: Runner = runner or run_command
+        self._probe_timeout_s = timeout_s
         if runner is None and shutil.which(args[0]) is None:
             self.reason = f"{args[0]}: not found on PATH"
             return
+        if timeout_s < 0.05:
+            self.reason = f"{args[0]}: not run: the time allowed for opening telemetry was spent"
+            return
         try:
-            rows = self._rows()
+            rows = self._rows(timeout_s)
         except CommandError as exc:
             self.reason = exc.message
             return
-        if not rows:
-            self.reason = f"{args[0]}: lists no GPU"
-            return
+        bad: list[str] = []
         for row in rows:
+            if row.error is None and row.index in self._by_index:
+                row.error = f"{args[0]}: GPU index {row.index} listed twice"
+            if row.error is not None:
+                bad.append(row.error)
+                continue
             dev = row.device()
             self._by_index[row.index] = dev
             self._devices.append(dev)
+        if not self._devices:
+            self.reason = bad[0] if bad else f"{args[0]}: lists no GPU"
+            return
+        if bad:
+            more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+            self.reason = f"{len(bad)} of {len(rows)} GPUs not measured: {bad[0]}{more}"
         self.available = True
 
     def parse(self, text: str) -> list[GpuRow]:
@@ -435,20 +512,26 @@ class _CliSource(BaseSource):
 
     _parser: Callable[[str], list[GpuRow]]
 
-    def _rows(self) -> list[GpuRow]:
-        return self.parse(self._runner(self.args, CLI_TIMEOUT_S))
+    def _rows(self, timeout_s: float = CLI_TIMEOUT_S) -> list[GpuRow]:
+        return self.parse(self._runner(self.args, timeout_s))
 
     def read(self, now: float) -> list[Reading]:
         out = []
+        garbled: dict[str, str] = {}
         for row in self._rows():
             dev = self._by_index.get(row.index)
             if dev is None:
                 continue  # appeared after the window started: not part of this window
+            if row.error is not None:
+                garbled.setdefault(dev.key, row.error)
+                for metric in sorted(self.provides):
+                    self._mark_unavailable(dev.key, metric, row.error, permanent=False)
+                continue
             for metric, value in row.values.items():
                 out.append(Reading(now, dev, metric, value, self.name))
             for metric, why in row.missing.items():
                 self._mark_unavailable(dev.key, metric, why, permanent=False)
-        seen = {r.device.key for r in out}
+        seen = {r.device.key for r in out} | set(garbled)
         for dev in self._devices:
             if dev.key not in seen and dev.key not in self._device_errors:
                 self._device_errors[dev.key] = f"{self.args[0]} stopped listing this GPU"
@@ -467,8 +550,8 @@ def _nvidia_rows(text: str) -> list[GpuRow]:
 class NvidiaSmiSource(_CliSource):
     _parser = staticmethod(_nvidia_rows)
 
-    def __init__(self, runner: Runner | None = None) -> None:
-        super().__init__("nvidia-smi", "nvidia", NVIDIA_SMI_METRICS, nvidia_smi_args(), runner)
+    def __init__(self, runner: Runner | None = None, *, timeout_s: float = CLI_PROBE_TIMEOUT_S) -> None:
+        super().__init__("nvidia-smi", "nvidia", NVIDIA_SMI_METRICS, nvidia_smi_args(), runner, timeout_s)
 
 
 class AmdSmiCliSource(_CliSource):
@@ -476,16 +559,18 @@ class AmdSmiCliSource(_CliSource):
 
     static_args = ["amd-smi", "static", "--json"]
 
-    def __init__(self, runner: Runner | None = None) -> None:
+    def __init__(self, runner: Runner | None = None, *, timeout_s: float = CLI_PROBE_TIMEOUT_S) -> None:
         self._static: dict[int, AmdStatic] | None = None
-        super().__init__("amd-smi", "amd", AMD_SMI_METRICS, ["amd-smi", "metric", "--json"], runner)
+        self._probe_timeout_s = timeout_s
+        super().__init__("amd-smi", "amd", AMD_SMI_METRICS, ["amd-smi", "metric", "--json"], runner,
+                         timeout_s)
 
     def parse(self, text: str) -> list[GpuRow]:
         rows = parse_amd_smi_metric(text)
         if self._static is None:  # first call: learn names and limits once
             self._static = {}
             try:
-                static_text = self._runner(self.static_args, CLI_TIMEOUT_S)
+                static_text = self._runner(self.static_args, min(CLI_TIMEOUT_S, self._probe_timeout_s))
                 self._static = {s.index: s for s in parse_amd_smi_static(static_text)}
             except CommandError as exc:
                 self.reason = f"GPU names unknown: {exc.message}"
@@ -504,5 +589,5 @@ class AmdSmiCliSource(_CliSource):
 class RocmSmiSource(_CliSource):
     _parser = staticmethod(parse_rocm_smi_json)
 
-    def __init__(self, runner: Runner | None = None) -> None:
-        super().__init__("rocm-smi", "amd", ROCM_SMI_METRICS, list(ROCM_SMI_ARGS), runner)
+    def __init__(self, runner: Runner | None = None, *, timeout_s: float = CLI_PROBE_TIMEOUT_S) -> None:
+        super().__init__("rocm-smi", "amd", ROCM_SMI_METRICS, list(ROCM_SMI_ARGS), runner, timeout_s)
