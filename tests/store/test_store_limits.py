@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from store_factories import make_request, make_run
+from store_factories import make_request, make_run, make_samples
 
 from gpuledger.errors import InvalidInputError
 from gpuledger.store import Store
@@ -78,6 +78,7 @@ def test_the_largest_counts_the_store_keeps_round_trip_and_import_back(store: St
         ({"duration_s": math.inf}, "duration_s is inf, not a finite number"),
         ({"label": "night\x00ly"}, "label contains a NUL character"),
         ({"model": 42}, "model is int, not text"),
+        ({"unit": "output_token_of_a_very_long_unit_name"}, "unit is 37 characters long, more than the 32"),
     ],
 )
 def test_run_fields_the_store_cannot_keep_are_refused_by_name(
@@ -89,6 +90,25 @@ def test_run_fields_the_store_cannot_keep_are_refused_by_name(
     with pytest.raises(InvalidInputError, match=said):
         store.create_run(make_run(**fields))
     assert [r.id for r in store.list_runs()] == [run_id]
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"device": "nvidia:" + "9" * 200}, "device is 207 characters long, more than the 128"),
+        ({"metric": "power\x00_w"}, "metric contains a NUL character"),
+        ({"value": math.nan}, "has a non-finite value nan"),
+    ],
+)
+def test_telemetry_the_store_cannot_keep_is_refused_by_name_and_nothing_is_written(
+    store: Store, change: dict[str, Any], said: str
+) -> None:
+    run_id = store.create_run(make_run())
+    samples = make_samples(3)
+    samples[1] = replace(samples[1], **change)
+    with pytest.raises(InvalidInputError, match=said):
+        store.add_telemetry(run_id, samples)
+    assert store.get_telemetry(run_id) == []
 
 
 # ---- another writer's lock ----------------------------------------------------------------------

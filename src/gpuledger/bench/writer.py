@@ -40,6 +40,7 @@ from gpuledger.engines.base import GenResult
 from gpuledger.errors import GpuledgerError, StoreError
 from gpuledger.records import RequestRecord, RunInfo, RunStatus, TelemetrySample
 from gpuledger.store.engine import StoreLockedError
+from gpuledger.store.exchange import telemetry_problem
 
 __all__ = ["RunWriter", "StoreLike", "environment_fingerprint"]
 
@@ -279,6 +280,11 @@ class RunWriter:
         def lock_wait() -> float:
             return max(deadline - time.monotonic(), FINAL_WRITE_MIN_S)
 
+        unstorable = [why for why in map(telemetry_problem, samples) if why]
+        if unstorable:  # a reading the store cannot keep (a name from a tool's output, say) is left out
+            samples = [s for s in samples if telemetry_problem(s) is None]
+            left_out = f"{len(unstorable)} samples; the first: {unstorable[0]}"
+            self._telemetry_note["samples_left_out"] = left_out
         if samples:
             try:
                 self.store.add_telemetry(self.run_id, samples, lock_wait_s=lock_wait())

@@ -40,6 +40,8 @@ RUN_FIELDS: tuple[str, ...] = tuple(RunInfo.__dataclass_fields__)
 _RUN_DATETIMES = ("created_at", "started_at", "finished_at")
 _RUN_DICTS = ("workload", "config", "environment", "server", "summary", "client")
 _RUN_TEXTS = ("label", "engine", "model", "base_url", "unit")
+_RUN_TEXT_LENGTHS = {"unit": 32}  # the VARCHAR columns (models.py); PostgreSQL enforces the length
+_TELEMETRY_TEXT_LENGTH = 128
 
 # The columns of `gpuledger export --format csv` (times in seconds on the run's clock, durations in ms).
 CSV_COLUMNS: tuple[str, ...] = (
@@ -60,10 +62,12 @@ INT_MAX = 2**31 - 1
 _COUNT_FIELDS = ("input_tokens", "output_tokens", "requested_output_tokens")
 
 
-def _text_problem(value: str) -> str | None:
-    """Why ``value`` cannot be stored as text on both backends, or None."""
+def _text_problem(value: str, max_len: int | None = None) -> str | None:
+    """Why ``value`` cannot be stored as text on both backends (in a column of ``max_len``), or None."""
     if "\x00" in value:
         return "contains a NUL character"
+    if max_len is not None and len(value) > max_len:
+        return f"is {len(value)} characters long, more than the {max_len} the store keeps"
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
@@ -106,7 +110,10 @@ def check_run_fields(fields: dict[str, Any]) -> None:
         if name == "duration_s" and value is not None and (_time_problem(value) or value < 0):
             raise InvalidInputError(f"duration_s {_time_problem(value) or f'{value} is negative'}")
         if name in _RUN_TEXTS and value is not None:
-            why = _text_problem(value) if isinstance(value, str) else f"is {type(value).__name__}, not text"
+            why = (
+                _text_problem(value, _RUN_TEXT_LENGTHS.get(name)) if isinstance(value, str)
+                else f"is {type(value).__name__}, not text"
+            )
             if why:
                 raise InvalidInputError(f"{name} {why}")
 
@@ -311,12 +318,28 @@ def request_from_row(row: Sequence[Any]) -> RequestRecord:
     )
 
 
-def telemetry_values(run_id: str, s: TelemetrySample) -> dict[str, Any]:
-    if not (math.isfinite(s.t) and math.isfinite(s.value)):
-        raise InvalidInputError(
+def telemetry_problem(s: TelemetrySample) -> str | None:
+    """Why the store cannot keep sample ``s`` (a non-finite number, a name it cannot hold), or None."""
+    if _time_problem(s.t) or _time_problem(s.value):
+        return (
             f"telemetry sample {s.device}/{s.metric} at t={s.t} has a non-finite value {s.value}: "
             "an unavailable reading is left out, not stored as NaN"
         )
+    for name in ("device", "metric", "source"):
+        value = getattr(s, name)
+        why = (
+            _text_problem(value, _TELEMETRY_TEXT_LENGTH) if isinstance(value, str)
+            else f"is {type(value).__name__}, not text"
+        )
+        if why:
+            return f"telemetry sample at t={s.t}: {name} {why}"
+    return None
+
+
+def telemetry_values(run_id: str, s: TelemetrySample) -> dict[str, Any]:
+    problem = telemetry_problem(s)
+    if problem:
+        raise InvalidInputError(problem)
     return {"run_id": run_id, "t": s.t, "device": s.device, "metric": s.metric, "value": s.value,
             "source": s.source}
 

@@ -12,6 +12,9 @@ Layout decisions:
 * ``runs.writer_*`` and ``runs.updated_at`` (the heartbeat) identify the process writing a
   ``running`` run, so a reader can tell a live run from one whose writer was killed.
 * ``runs.num_requests`` is a counter the store increments in the same transaction as the rows.
+* ``sa.Integer`` is 32-bit on PostgreSQL and 64-bit on SQLite: the store holds every count and index to
+  0 … 2³¹−1 on both (``exchange.INT_MAX``, checked before each write), and the VARCHAR lengths too, so a
+  run stored in one backend can be imported into the other. Widening a column changes ``INT_MAX``.
 """
 
 from __future__ import annotations
