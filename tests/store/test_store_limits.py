@@ -6,11 +6,13 @@ held by another writer for longer than the write may wait is a StoreLockedError 
 from __future__ import annotations
 
 import math
+import shutil
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +20,7 @@ import sqlalchemy as sa
 from store_factories import make_request, make_run, make_samples
 
 from gpuledger.errors import InvalidInputError
-from gpuledger.store import Store
+from gpuledger.store import Store, open_store
 from gpuledger.store.engine import StoreLockedError
 from gpuledger.store.exchange import INT_MAX
 
@@ -160,3 +162,18 @@ def test_without_a_lock_wait_a_write_waits_for_the_lock_to_be_released(store: St
         assert not done.is_set()
     writer.join(timeout=30)
     assert done.is_set() and store.get_run(run_id).num_requests == 1
+
+
+def test_every_run_an_earlier_gpuledger_stored_exports_and_imports_back_under_todays_checks(
+    store: Store, tmp_path: Path
+) -> None:
+    """Real runs (tests/golden: bench against the loopback server, faults, an interrupted run, a torch run,
+    GPU runs): the stricter checks refuse none of them, on either backend."""
+    golden = tmp_path / "golden.sqlite"
+    shutil.copy(Path(__file__).resolve().parents[1] / "golden" / "store-v1.sqlite", golden)
+    with open_store(f"sqlite:///{golden}") as old:
+        docs = [old.export_run(r.id) for r in old.list_runs()]
+    assert len(docs) >= 8
+    for doc in docs:
+        run_id = store.import_run(doc)
+        assert store.export_run(run_id)["requests"] == doc["requests"]
