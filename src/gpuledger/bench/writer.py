@@ -305,7 +305,7 @@ class RunWriter:
         records = self.store.get_requests(self.run_id)
         summary = summarize(records, slo=self.slo, stages=self.stages)
         if extra_summary:
-            summary.update(extra_summary)
+            summary = summary.amended(**extra_summary)
         fields: dict[str, Any] = {
             "status": "incomplete" if write_error is not None and status == "complete" else status,
             "summary": summary,

@@ -19,6 +19,7 @@ from rich.table import Table
 
 from gpuledger.cli.common import DbOpt, JsonOpt, console, err_console, print_json
 from gpuledger.errors import EngineError, Interrupted, UsageError
+from gpuledger.records import dump_summary
 
 if TYPE_CHECKING:
     from gpuledger.bench.like import LikeWorkload
@@ -53,7 +54,7 @@ def _lat_row(table: Table, name: str, block: dict[str, Any] | None) -> None:
 
 def render_run(info: RunInfo) -> None:
     """The human summary of a run on stdout."""
-    s = info.summary
+    s = dump_summary(info.summary)
     srv = info.server
     who = srv.get("kind", "unknown") + (f" {srv['version']}" if srv.get("version") else "")
     console.print(
@@ -464,16 +465,17 @@ def _emit(info: RunInfo, json_out: bool) -> None:
         print_json(info)
     else:
         render_run(info)
-    aborted = info.summary.get("aborted")
+    summary = info.summary
+    aborted = summary.aborted if summary is not None else None
     if aborted:
         sys.stdout.flush()
         raise EngineError(f"run {info.id} stopped and was kept as incomplete: {aborted}")
-    interrupted = info.summary.get("interrupted")
+    interrupted = summary.interrupted if summary is not None else None
     if interrupted:
         sys.stdout.flush()
         raise Interrupted(
-            f"{interrupted['signal']}: run {info.id} saved as incomplete with "
-            f"{interrupted['finished_requests']} finished requests"
+            f"{interrupted.signal}: run {info.id} saved as incomplete with "
+            f"{interrupted.finished_requests} finished requests"
         )
 
 

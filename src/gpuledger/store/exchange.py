@@ -21,15 +21,19 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from sqlalchemy.engine import Row
 
-from gpuledger.errors import InvalidInputError
+from gpuledger.errors import InvalidInputError, StoreError
 from gpuledger.records import (
     RUN_STATUSES,
     TOKEN_SOURCES,
     RequestRecord,
     RunInfo,
     RunStatus,
+    RunSummary,
+    SummaryError,
     TelemetrySample,
     TokenSource,
+    dump_summary,
+    load_summary,
 )
 from gpuledger.store.codec import pack_f64, pack_i32, unpack_f64, unpack_i32
 
@@ -38,7 +42,7 @@ FORMAT_VERSION = 1
 
 RUN_FIELDS: tuple[str, ...] = tuple(RunInfo.__dataclass_fields__)
 _RUN_DATETIMES = ("created_at", "started_at", "finished_at")
-_RUN_DICTS = ("workload", "config", "environment", "server", "summary", "client")
+_RUN_DICTS = ("workload", "config", "environment", "server", "client")
 
 # The columns of `gpuledger export --format csv` (times in seconds on the run's clock, durations in ms).
 CSV_COLUMNS: tuple[str, ...] = (
@@ -66,6 +70,8 @@ def check_run_fields(fields: dict[str, Any]) -> None:
             raise InvalidInputError(f"{name} must be a datetime or None")
         if name in _RUN_DICTS and not isinstance(value, dict):
             raise InvalidInputError(f"{name} must be a dict")
+        if name == "summary" and value is not None and not isinstance(value, RunSummary):
+            raise InvalidInputError("summary must be a RunSummary or None")
         if name == "telemetry_summary" and not isinstance(value, list):
             raise InvalidInputError("telemetry_summary must be a list")
         if name == "num_requests" and (not isinstance(value, int) or value < 0):
@@ -74,14 +80,32 @@ def check_run_fields(fields: dict[str, Any]) -> None:
 
 def run_values(info: RunInfo) -> dict[str, Any]:
     """The ``runs`` columns for ``info`` (everything but the writer and heartbeat columns)."""
-    values = {name: getattr(info, name) for name in RUN_FIELDS}
+    values = column_values({name: getattr(info, name) for name in RUN_FIELDS})
     values["env_hash"] = env_hash(info.environment)
     return values
 
 
+def column_values(fields: dict[str, Any]) -> dict[str, Any]:
+    """RunInfo field values -> column values: the summary as its stored document (schema marked)."""
+    if "summary" in fields:
+        fields = {**fields, "summary": dump_summary(fields["summary"], stored=True)}
+    return fields
+
+
+def read_summary(run_id: str, doc: Any) -> RunSummary | None:
+    """A stored summary document -> the typed summary (older schemas upgraded); StoreError if unreadable."""
+    if doc is not None and not isinstance(doc, dict):
+        raise StoreError(f"run {run_id}: its stored summary is not a JSON object")
+    try:
+        return load_summary(doc)
+    except SummaryError as exc:
+        raise StoreError(f"run {run_id}: its stored summary cannot be read: {exc}") from exc
+
+
 def run_from_row(row: Row[Any], status: RunStatus) -> RunInfo:
     m = row._mapping
-    return RunInfo(**{name: m[name] for name in RUN_FIELDS if name != "status"}, status=status)
+    values = {name: m[name] for name in RUN_FIELDS if name not in ("status", "summary")}
+    return RunInfo(**values, status=status, summary=read_summary(str(m["id"]), m["summary"]))
 
 
 def request_values(run_id: str, r: RequestRecord) -> dict[str, Any]:
@@ -152,6 +176,7 @@ def run_to_dict(info: RunInfo) -> dict[str, Any]:
     for name in RUN_FIELDS:
         value = getattr(info, name)
         out[name] = _iso(value) if name in _RUN_DATETIMES else value
+    out["summary"] = dump_summary(info.summary)
     return out
 
 
@@ -306,7 +331,11 @@ def parse_document(doc: Any) -> tuple[RunInfo, list[RequestRecord], list[Telemet
             f"malformed gpuledger run export: {_where(tuple(first['loc']))}: {first['msg']}{more}"
         ) from exc
     run = parsed.run
-    info = RunInfo(**{name: getattr(run, name) for name in RUN_FIELDS})
+    try:
+        summary = load_summary(run.summary)
+    except SummaryError as exc:
+        raise InvalidInputError(f"malformed gpuledger run export: run.summary: {exc}") from exc
+    info = RunInfo(**{name: getattr(run, name) for name in RUN_FIELDS if name != "summary"}, summary=summary)
     requests = [
         RequestRecord(
             r.index, r.t_send, r.t_first, r.t_end, r.chunk_times, r.chunk_tokens, r.input_tokens,
