@@ -12,6 +12,7 @@ Exit codes (documented in docs/cli.md and README):
 6     engine error: inference server unreachable or refused the run
 7     missing optional dependency (e.g. torch not installed)
 8     resource error: model does not fit, device unavailable
+74    output error: stdout or an output file cannot be written (disk full, I/O error, closed pipe)
 130   interrupted (Ctrl-C); partial results are kept as ``incomplete``
 ====  =============================================================
 """
@@ -72,21 +73,13 @@ class ResourceError(GpuledgerError):
     exit_code = 8
 
 
+class OutputError(GpuledgerError):
+    """Output cannot be written: stdout, or an output file (disk full, I/O error, closed pipe)."""
+
+    exit_code = 74
+
+
 class Interrupted(GpuledgerError):
     """Ctrl-C / SIGTERM. Partial results were kept."""
 
     exit_code = 130
-
-
-EXIT_CODES: dict[int, str] = {
-    0: "success",
-    1: "warnings (doctor) / drift (lock --check)",
-    2: "errors (doctor) / command-line usage error",
-    3: "not found (run id, GPU, profile, file)",
-    4: "invalid input (file, profile, value)",
-    5: "store error (database)",
-    6: "engine error (inference server)",
-    7: "missing optional dependency",
-    8: "resource error (does not fit, device absent)",
-    130: "interrupted",
-}

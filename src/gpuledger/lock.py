@@ -137,9 +137,14 @@ def snapshot(facts: Facts) -> dict[str, Any]:
     }
 
 
+def lock_text(doc: Mapping[str, Any]) -> str:
+    """A lock document as the text of a lock file."""
+    return json.dumps(doc, indent=2, sort_keys=False) + "\n"
+
+
 def write_lock(doc: Mapping[str, Any], path: Path) -> None:
     try:
-        path.write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+        path.write_text(lock_text(doc), encoding="utf-8")
     except OSError as exc:
         raise InvalidInputError(f"cannot write lock file {path}: {exc.strerror or exc}") from exc
 

@@ -1,4 +1,7 @@
-"""A number a user sees: value, unit, and where it came from (or why it is missing)."""
+"""A number a user sees: value, unit, and where it came from (or why it is missing).
+
+The one "number with unit and source" type: the GPU catalog's figures (``gpuledger.catalog.model.Figure``)
+are Quantities that also carry their document's id, URL and date, a confidence and a range."""
 
 from __future__ import annotations
 

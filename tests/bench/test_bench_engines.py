@@ -222,10 +222,12 @@ def test_ollama_replayed_real_streams_keep_the_servers_counters(
         Scenario(identity="ollama", ollama_fixture=server_fixtures / "ollama" / fixture, itl_s=0.001),
         model="gemma3:1b",
     )
-    info, (r,), after = run_requests(OllamaEngine(srv.url, "gemma3:1b", endpoint=endpoint), [gen(0, 64)])
+    # num_predict above the recorded length (the recording was not capped; 64 would cap a live server's).
+    engine = OllamaEngine(srv.url, "gemma3:1b", endpoint=endpoint)
+    info, (r,), after = run_requests(engine, [gen(0, 256)])
     assert info.kind == "ollama" and info.version == "0.11.6"
     body = srv.requests[-1].body
-    assert body is not None and body["options"] == {"num_predict": 64} and body["stream"] is True
+    assert body is not None and body["options"] == {"num_predict": 256} and body["stream"] is True
     assert ("messages" in body) == (endpoint == "chat")
     assert r.error is None
     assert r.token_source == "server_usage"
@@ -257,7 +259,9 @@ def test_ollama_model_placement_is_recorded_with_a_cpu_warning(
     if warning is None:
         assert "warnings" not in after
     else:
-        assert warning in after["warnings"][0]
+        # The warnings of the start stay (the run's server record is updated with these).
+        assert after["warnings"][0].startswith("Ollama cannot force an output length")
+        assert warning in after["warnings"][1]
 
 
 def test_ollama_real_ps_fixture_shows_partial_offload(server_fixtures: Path) -> None:

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from stream_server import Scenario, StreamServer
 
-from gpuledger.bench.server_state import ServerStateSampler, StatePoint, parse_state, summarize_state
+from gpuledger.bench.server_state import ServerStateSampler, summarize_state
 from gpuledger.cli.main import main
-from gpuledger.monitor.engine import EngineMetricsError
+from gpuledger.engines.server_metrics import EngineMetricsError, StatePoint, parse_state
 
 Serve = Callable[..., StreamServer]
 TESTS = Path(__file__).resolve().parents[1]

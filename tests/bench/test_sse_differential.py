@@ -1,6 +1,12 @@
 """The SSE parser gives exactly what a plain reading of the documented token rules gives, however the
 stream is cut into network reads.
 
+The rules include where a stream ends and what bounds it (``gpuledger.engines.sse``): nothing is read
+after ``[DONE]``, no content is counted after the choice's ``finish_reason`` (its usage still is), a
+cumulative ``completion_tokens`` that is not an integer, goes down or passes ``2 × max_tokens + 64`` is
+not believed, and a line over the line cap, more content chunks than ``2 × max_tokens + 64`` or more
+bytes than the byte bound fail the request.
+
 ``OpenAIStream`` is the client's hot path and is written for speed. These tests hold it to a reference
 written here the plain way — split the bytes into lines, fully parse every ``data:`` payload with
 orjson, apply the token rules of ``gpuledger.engines.sse`` — on generated streams of every shape the
@@ -48,34 +54,69 @@ class Reference:
     """One stream, parsed line by line with a full ``orjson.loads`` of every payload."""
 
     chat: bool
+    max_tokens: int | None = None
+    max_line: int = 8 * 1024 * 1024
+    max_bytes: int | None = None
     buf: bytes = b""
     t: float = 0.0
+    received: int = 0
     chunk_times: list[float] = field(default_factory=list)
     chunk_tokens: list[int] = field(default_factory=list)
     continuous: bool = False
     last_ct: int = 0
     empty_finish_at: int = -1
     done: bool = False
+    stopped: bool = False
     error: str | None = None
     finish_reason: str | None = None
     fingerprint: str | None = None
     texts: list[str] = field(default_factory=list)
     timings: Any = None
     usage: Any = None
+    usage_note: str | None = None
+
+    @property
+    def most_chunks(self) -> int:
+        return 2**31 - 1 if self.max_tokens is None else 2 * self.max_tokens + 64
+
+    @property
+    def most_bytes(self) -> int:
+        if self.max_bytes is not None:
+            return self.max_bytes
+        return 2**62 if self.max_tokens is None else self.max_line + 4096 * self.most_chunks
+
+    @property
+    def tail(self) -> bool:
+        return self.stopped or self.finish_reason is not None
+
+    def fail(self, error: str) -> None:
+        self.error = error
+        self.stopped = True
 
     def feed(self, data: bytes, t: float) -> int:
+        if self.stopped:  # after [DONE], an error or a bound nothing more is read
+            return 0
         self.t = t
+        self.received += len(data)
+        if self.received > self.most_bytes:
+            self.fail(f"endless stream: over {self.most_bytes} bytes for max_tokens={self.max_tokens}")
+            return 0
         *lines, self.buf = (self.buf + data).split(b"\n")
         n = 0
         for line in lines:
+            if len(line) > self.max_line:
+                self.fail(f"SSE line over {self.max_line} bytes: the stream was stopped")
+                return n
             counted = self.event(line, t)
-            if counted is None:  # an error: the rest of the read is ignored
+            if counted is None:  # an error, or the end: the rest of the read is not read
                 return n
             n += counted
+        if len(self.buf) > self.max_line:
+            self.fail(f"SSE line over {self.max_line} bytes: the stream was stopped")
         return n
 
     def event(self, line: bytes, t: float) -> int | None:
-        """The chunks one line counts (0 or 1), or None when it is an error."""
+        """The chunks one line counts (0 or 1), or None when it is an error or the stream's end."""
         if not line.startswith(b"data:"):
             return 0  # blank lines, comments, "event:" and "id:" lines
         payload = line[5:]
@@ -83,18 +124,29 @@ class Reference:
             obj = orjson.loads(payload)
         except orjson.JSONDecodeError:
             if payload.strip() == b"[DONE]":
-                self.done = True
-                return 0
-            self.error = f"malformed JSON in stream: {_clip(payload.strip())!r}"
+                self.done = self.stopped = True
+                return None
+            self.fail(f"malformed JSON in stream: {_clip(payload.strip())!r}")
             return None
         if type(obj) is not dict:
-            self.error = f"unexpected stream payload: {_clip(payload.strip())!r}"
+            self.fail(f"unexpected stream payload: {_clip(payload.strip())!r}")
             return None
         try:
             return self.fields(obj, t)
         except (AttributeError, TypeError, KeyError, IndexError):
-            self.error = f"malformed stream event: {_clip(payload.strip())!r}"
+            self.fail(f"malformed stream event: {_clip(payload.strip())!r}")
             return None
+
+    def count_chunk(self, t: float, tokens: int | None) -> bool:
+        """Record one content chunk; False (and the error) when it is one too many."""
+        if len(self.chunk_times) >= self.most_chunks:
+            bound = self.most_chunks
+            self.fail(f"endless stream: over {bound} content chunks for max_tokens={self.max_tokens}")
+            return False
+        self.chunk_times.append(t)
+        if tokens is not None:
+            self.chunk_tokens.append(tokens)
+        return True
 
     def fields(self, obj: dict[str, Any], t: float) -> int | None:
         choices = obj.get("choices")
@@ -103,8 +155,11 @@ class Reference:
             raise TypeError("usage is not an object")
         if not choices:
             if "error" in obj or obj.get("object") == "error":
-                self.error = f"server error event: {_error_text(obj)}"
+                self.fail(f"server error event: {_error_text(obj)}")
                 return None
+            self.closing(obj, usage)
+            return 0
+        if self.finish_reason is not None:  # after the finish: no content, only totals and details
             self.closing(obj, usage)
             return 0
         choice = choices[0]
@@ -128,20 +183,26 @@ class Reference:
         if text:
             self.texts.append(text)
         counted = 0
-        if usage and (finish is None or self.continuous) and "completion_tokens" in usage:
-            if not self.continuous:  # cumulative usage from here on: the chunks before were 1 each
-                self.continuous = True
-                self.chunk_tokens = [1] * len(self.chunk_times)
-            tokens = usage["completion_tokens"] - self.last_ct
-            self.last_ct = usage["completion_tokens"]
-            if tokens > 0:
-                self.chunk_times.append(t)
-                self.chunk_tokens.append(tokens)
-                counted = 1
-        elif text is not None and (text != "" or not role):
-            self.chunk_times.append(t)
-            if self.continuous:
-                self.chunk_tokens.append(1)
+        by_usage = False
+        cumulative = usage and (finish is None or self.continuous) and "completion_tokens" in usage
+        if cumulative and self.usage_note is None:
+            ct = usage["completion_tokens"]
+            if type(ct) is not int or ct < self.last_ct or ct > self.most_chunks:
+                self.distrust(ct)
+            else:
+                by_usage = True
+                if not self.continuous:  # cumulative usage from here on: the chunks before were 1 each
+                    self.continuous = True
+                    self.chunk_tokens = [1] * len(self.chunk_times)
+                tokens = ct - self.last_ct
+                self.last_ct = ct
+                if tokens > 0:
+                    if not self.count_chunk(t, tokens):
+                        return None
+                    counted = 1
+        if not by_usage and text is not None and (text != "" or not role):
+            if not self.count_chunk(t, 1 if self.continuous else None):
+                return None
             counted = 1
             if text == "" and finish is not None:
                 self.empty_finish_at = len(self.chunk_times)
@@ -153,6 +214,22 @@ class Reference:
         self.closing(obj, usage)
         return counted
 
+    def distrust(self, ct: Any) -> None:
+        shown = repr(ct) if len(repr(ct)) <= 40 else repr(ct)[:40] + "…"
+        if type(ct) is not int:
+            why = "is not an integer"
+        elif ct < self.last_ct:
+            why = f"went down (from {self.last_ct})"
+        else:
+            why = f"is over {self.most_chunks} (2 × max_tokens + 64, max_tokens={self.max_tokens})"
+        self.usage_note = (
+            f"the server's per-chunk usage was not believed: completion_tokens {shown} {why}; "
+            "its counts were not used"
+        )
+        if self.continuous:
+            self.continuous = False
+            self.chunk_tokens = []
+
     def closing(self, obj: dict[str, Any], usage: Any) -> None:
         if usage:
             self.usage = usage
@@ -162,9 +239,9 @@ class Reference:
             self.timings = obj["timings"]
 
     def finish(self) -> None:
-        if self.buf and self.error is None:
+        if self.buf and not self.stopped:
             rest, self.buf = self.buf, b""
-            self.feed(rest + b"\n", self.t)
+            self.event(rest, self.t)
         if self.error is None and not self.done and self.finish_reason is None:
             self.error = "stream ended before completion (no finish_reason and no [DONE])"
         usage = self.usage
@@ -205,14 +282,40 @@ def outcome(parser: Any, reads: list[bytes], keep_feeding: bool) -> dict[str, An
         "fingerprint": parser.fingerprint,
         "timings": parser.timings,
         "usage": parser.usage,
+        "usage_note": parser.usage_note,
+        "tail": parser.tail,
+        "stopped": parser.stopped,
         "tokens_counted": sum(parser.chunk_tokens) if parser.continuous else len(parser.chunk_times),
     }
 
 
-def assert_same(body: bytes, chat: bool, reads: list[bytes], keep_feeding: bool = False) -> None:
+@dataclass
+class Limits:
+    """The bounds both parsers get (None: the parser's defaults)."""
+
+    max_tokens: int | None = None
+    max_line: int | None = None
+    max_bytes: int | None = None
+
+    def reference(self, chat: bool) -> Reference:
+        ref = Reference(chat, self.max_tokens, max_bytes=self.max_bytes)
+        if self.max_line is not None:
+            ref.max_line = self.max_line
+        return ref
+
+    def parser(self, chat: bool) -> OpenAIStream:
+        if self.max_line is None:
+            return OpenAIStream(chat, self.max_tokens, max_bytes=self.max_bytes)
+        return OpenAIStream(chat, self.max_tokens, max_line_bytes=self.max_line, max_bytes=self.max_bytes)
+
+
+def assert_same(
+    body: bytes, chat: bool, reads: list[bytes], keep_feeding: bool = False, limits: Limits | None = None
+) -> None:
     assert b"".join(reads) == body
-    want = outcome(Reference(chat), reads, keep_feeding)
-    got = outcome(OpenAIStream(chat), reads, keep_feeding)
+    limits = limits or Limits()
+    want = outcome(limits.reference(chat), reads, keep_feeding)
+    got = outcome(limits.parser(chat), reads, keep_feeding)
     assert got == want
 
 
@@ -373,6 +476,7 @@ def streams(draw: st.DrawFn, max_tokens: int = 120) -> tuple[bytes, bool]:
     oddness = draw(st.sampled_from([0.0, 0.0, 0.01, 0.2, 0.6]))
     variation = draw(st.sampled_from([0.0, 0.0, 0.01, 0.1]))  # events of other shapes, changed fields
     continuous = draw(st.integers(0, 4)) == 0
+    hostile = draw(st.sampled_from([0.0, 0.0, 0.0, 0.02, 0.2]))  # per-chunk counts that cannot be right
     eol = b"\r\n" if style.crlf else b"\n"
     out: list[bytes] = []
 
@@ -416,7 +520,11 @@ def streams(draw: st.DrawFn, max_tokens: int = 120) -> tuple[bytes, bool]:
             emit(chunk(style, None, delta={"content": None}))
         else:
             produced += 1
-            emit(chunk(style, text(), usage=usage_now() if continuous else "absent"))
+            usage: Any = usage_now() if continuous else "absent"
+            if continuous and rng.random() < hostile:
+                bad = rng.choice([10**12, -1, produced - 2, 2**31, 2**63 - 1, 1.5, True, None, "3", 10**6])
+                usage = {**usage, "completion_tokens": bad}
+            emit(chunk(style, text(), usage=usage))
     ending = draw(
         st.sampled_from(
             [
@@ -469,8 +577,11 @@ def streams(draw: st.DrawFn, max_tokens: int = 120) -> tuple[bytes, bool]:
         out.append(frame(style, rng.choice([b"[1,2]", b'"x"', b"5", b"null"])))
     elif ending == "done-only":
         out.append(frame(style, b"[DONE]"))
-    if rng.random() < 0.25:  # more events after the end (a later error must stop them)
-        emit(chunk(style, " after"))
+    if rng.random() < 0.25:  # more events after the end: not counted after a finish, not read after [DONE]
+        for _ in range(rng.choice([1, 1, 5, 40])):
+            emit(chunk(style, " after", usage=usage_now(1) if continuous else "absent"))
+        if rng.random() < 0.3:
+            out.append(frame(style, b"[DONE]"))
     body = b"".join(out)
     if draw(st.integers(0, 4)) == 0 and body:  # a damaged byte anywhere
         i = rng.randrange(len(body))
@@ -478,6 +589,16 @@ def streams(draw: st.DrawFn, max_tokens: int = 120) -> tuple[bytes, bool]:
     if draw(st.integers(0, 5)) == 0:  # the last line without its newline
         body = body.rstrip(b"\r\n")
     return body, chat
+
+
+@st.composite
+def limits(draw: st.DrawFn) -> Limits:
+    """Bounds small enough for generated streams to reach them now and then."""
+    return Limits(
+        max_tokens=draw(st.sampled_from([None, None, 0, 3, 20, 60])),
+        max_line=draw(st.sampled_from([None, None, 60, 200, 600])),
+        max_bytes=draw(st.sampled_from([None, None, None, 300, 4000])),
+    )
 
 
 @st.composite
@@ -501,7 +622,7 @@ def read_splits(draw: st.DrawFn, body: bytes) -> list[bytes]:
 def test_generated_streams_give_what_a_full_parse_of_every_event_gives(data: st.DataObject) -> None:
     body, chat = data.draw(streams())
     reads = data.draw(read_splits(body))
-    assert_same(body, chat, reads)
+    assert_same(body, chat, reads, limits=data.draw(limits()))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -510,7 +631,7 @@ def test_long_streams_in_few_reads_give_what_a_full_parse_gives(data: st.DataObj
     # Hundreds of events per read: the bulk path, and a template that changes on its way.
     body, chat = data.draw(streams(max_tokens=400))
     cuts = data.draw(st.lists(st.integers(1, max(1, len(body) - 1)), max_size=3))
-    assert_same(body, chat, split_at(body, cuts))
+    assert_same(body, chat, split_at(body, cuts), limits=data.draw(limits()))
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -518,7 +639,7 @@ def test_long_streams_in_few_reads_give_what_a_full_parse_gives(data: st.DataObj
 def test_feeding_on_after_an_error_gives_what_a_full_parse_gives(data: st.DataObject) -> None:
     body, chat = data.draw(streams())
     reads = data.draw(read_splits(body))
-    assert_same(body, chat, reads, keep_feeding=True)
+    assert_same(body, chat, reads, keep_feeding=True, limits=data.draw(limits()))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -649,7 +770,6 @@ def test_a_duplicate_text_key_counts_the_last_one_as_json_does() -> None:
         b'{"choices":[5]}',
         b'{"choices":[{"index":0,"text":5,"finish_reason":null}]}',
         b'{"choices":[{"index":0,"delta":"x","finish_reason":null}]}',
-        b'{"choices":[{"index":0,"text":"a","finish_reason":null}],"usage":{"completion_tokens":"1"}}',
         b'{"choices":[],"usage":5}',
     ],
 )
@@ -660,3 +780,36 @@ def test_an_event_of_the_wrong_shape_fails_the_request_instead_of_raising(payloa
     s.finish()
     assert s.error is not None and s.error.startswith(("malformed stream event: ", "unexpected"))
     assert len(s.chunk_times) <= 1  # what came before it, nothing after it
+
+
+@pytest.mark.parametrize("count", ['"1"', "1.0", "true", "null", "-1", "2147483648", "1000000000000"])
+def test_a_per_chunk_count_that_cannot_be_right_is_not_believed_and_the_request_goes_on(count: str) -> None:
+    # It is not the stream's shape that is wrong but the server's counter: the answer stands, counted
+    # one token per chunk, and usage_note says why the server's counts were not used.
+    event = b'data: {"choices":[{"index":0,"text":"t","finish_reason":%s}],'
+    event += b'"usage":{"completion_tokens":%s}}\n\n'
+    body = event % (b"null", b"1") + event % (b"null", count.encode()) + event % (b'"length"', b"3")
+    body += b"data: [DONE]\n\n"
+    assert_same(body, False, [body], limits=Limits(max_tokens=10))
+    s = OpenAIStream(False, 10)
+    s.feed(body, 1.0)
+    s.finish()
+    assert s.error is None and s.done and not s.continuous and s.chunk_tokens == []
+    assert s.tokens_counted == len(s.chunk_times) == 3
+    assert s.usage_note is not None and s.usage_note.startswith(
+        f"the server's per-chunk usage was not believed: completion_tokens {json.loads(count)!r} "
+    )
+
+
+def test_nothing_after_done_is_read_and_no_content_after_finish_is_counted() -> None:
+    tok = b'data: {"choices":[{"index":0,"text":"t","finish_reason":%s}]}\n\n'
+    body = tok % b"null" + tok % b'"stop"' + tok % b"null" * 5
+    body += b'data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}\n\n'
+    body += b"data: [DONE]\n\n" + tok % b"null" * 10 + b'data: {"error":"late"}\n\n'
+    for cut in range(0, len(body) + 1, 11):
+        assert_same(body, False, [body[:cut], body[cut:]])
+    s = OpenAIStream(False, 10)
+    assert s.feed(body, 1.0) == 2
+    s.finish()
+    assert s.error is None and s.done and s.stopped and len(s.chunk_times) == 2
+    assert s.usage == {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from doctor_harness import FakeMachine
 
-from gpuledger.doctor.knowledge import gfx_from_target_version
+from gpuledger.catalog.amd import gfx_from_target_version
 from gpuledger.facts.amd import (
     AmdParseError,
     parse_amd_smi,
@@ -72,7 +72,7 @@ def test_rocm_smi_gfx_version_is_used_when_present_else_the_pci_id(fixtures_dir:
     gpus, _ = parse_rocm_smi((fixtures_dir / "amd/telegraf-rocm-smi-rx6700xt_rocm612.json").read_text())
     assert (gpus[0].gfx_target, gpus[0].gfx_source, gpus[0].device_id) == ("gfx1031", "rocm-smi", 0x73DF)
     gpus, _ = parse_rocm_smi((fixtures_dir / "amd/telegraf-rocm-smi-rx6700xt_rocm571.json").read_text())
-    assert gpus[0].gfx_target is None and gpus[0].device_id == 0x73DF  # completed from the knowledge base
+    assert gpus[0].gfx_target is None and gpus[0].device_id == 0x73DF  # completed from the AMD reference data
     assert gpus[0].memory_total_bytes == 12868124672
 
 

@@ -1,6 +1,6 @@
-"""The ROCm support lists in the knowledge base, pinned by facts AMD documents (see the comments and
-`source` of each `rocm_support` entry): the real doctor runs over fake machines that print real
-captures, with the installed ROCm release in /opt/rocm/.info/version.
+"""The ROCm support lists (AMD reference data, data/amd_reference.yaml), pinned by facts AMD documents
+(see the comments and `source` of each `rocm_support` entry): the real doctor runs over fake machines
+that print real captures, with the installed ROCm release in /opt/rocm/.info/version.
 
 - gfx1100 (RX 7900 XTX / PRO W7900) is first listed in ROCm 5.7 ("GPU and OS Support (Linux)", 5.7.0).
 - gfx906 (MI50, Radeon VII) stays listed through 6.x as "deprecated" (system requirements, 6.0-6.2)

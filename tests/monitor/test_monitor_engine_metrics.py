@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from monitor_helpers import HERE, RECORDED
 
+from gpuledger.engines.server_metrics import normalise_engine_url
 from gpuledger.monitor import EngineCounters, EngineMetricsError, EngineWindow, parse_engine_metrics
-from gpuledger.monitor.engine import EnginePoint, normalise_engine_url
+from gpuledger.monitor.engine import EnginePoint
 
 
 def _read(path: Path) -> str:

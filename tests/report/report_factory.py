@@ -247,7 +247,8 @@ def server_state(
 ) -> dict[str, Any]:
     """``RunInfo.server["state"]`` as bench stores it: the readings (t, running, waiting, KV-cache ratio,
     preemptions counter) fed to the bench's own sampler and summarised by ``summarize_state``."""
-    from gpuledger.bench.server_state import ServerStateSampler, StatePoint, summarize_state
+    from gpuledger.bench.server_state import ServerStateSampler, summarize_state
+    from gpuledger.engines.server_metrics import StatePoint
 
     sampler = ServerStateSampler(kind, "http://127.0.0.1:18000/metrics", interval_s=1.0)
     sampler.points = [StatePoint(*r) for r in readings]

@@ -23,6 +23,7 @@ def test_report_writes_html_and_markdown_files(
     pair: Pair, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     html, md = tmp_path / "out" / "r.html", tmp_path / "r.md"
+    html.parent.mkdir()  # a missing directory is refused (tests/test_output_files.py)
     assert main(["report", pair.h200, pair.mi300x, "--html", str(html), "--md", str(md)]) == 0
     captured = capsys.readouterr()
     assert html.read_text().startswith("<!doctype html>")

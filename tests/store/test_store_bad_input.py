@@ -253,6 +253,22 @@ def _broken(doc: dict[str, Any], change: str) -> Any:
         d["run"]["created_at"] = "yesterday"
     elif change == "bad id":
         d["run"]["id"] = "../../etc"
+    elif change == "negative index":
+        d["requests"][1]["index"] = -1
+    elif change == "duplicate index":
+        d["requests"][2]["index"] = d["requests"][0]["index"]
+    elif change == "negative run duration":
+        d["run"]["duration_s"] = -61.2
+    elif change == "negative ttft":
+        d["requests"][1]["t_first"] = d["requests"][1]["t_send"] - 0.01
+    elif change == "negative e2e":
+        d["requests"][2]["t_end"] = d["requests"][2]["t_send"] - 1.0
+    elif change == "chunks out of order":
+        d["requests"][0]["chunk_times"][2] = d["requests"][0]["chunk_times"][1] - 0.001
+    elif change == "negative count":
+        d["requests"][0]["output_tokens"] = -4
+    elif change == "NUL in label":
+        d["run"]["label"] = "nightly\x00"
     return d
 
 
@@ -272,6 +288,14 @@ def _broken(doc: dict[str, Any], change: str) -> Any:
         ("bad telemetry", "telemetry[3].value"),
         ("bad date", "run.created_at"),
         ("bad id", "invalid run id"),
+        ("negative index", "requests[1].index: Input should be greater than or equal to 0"),
+        ("duplicate index", "requests[2].index 0 is also the index of requests[0]"),
+        ("negative run duration", "run.duration_s: Input should be greater than or equal to 0"),
+        ("negative ttft", "requests[1]: t_first 0.09"),
+        ("negative e2e", "requests[2]: t_end -0.8 is before t_send 0.2 (a negative E2E)"),
+        ("chunks out of order", "requests[0]: chunk_times[2] 0.059"),
+        ("negative count", "requests[0].output_tokens: Input should be greater than or equal to 0"),
+        ("NUL in label", "label contains a NUL character"),
     ],
 )
 def test_importing_a_malformed_or_future_file_exits_4_and_changes_nothing(

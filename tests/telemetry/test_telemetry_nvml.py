@@ -9,7 +9,8 @@ from collections.abc import Callable
 import pytest
 from telemetry_fakes import GIB, ManualClock, h100, make_fake_pynvml
 
-from gpuledger.telemetry.nvml import NvmlSource, nvml_inventory
+from gpuledger.facts.nvml import nvml_inventory
+from gpuledger.telemetry.nvml import NvmlSource
 from gpuledger.telemetry.sampler import BackgroundSampler, WindowSummary
 
 Install = Callable[[str], types.ModuleType]

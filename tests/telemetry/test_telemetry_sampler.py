@@ -12,8 +12,9 @@ import pytest
 from telemetry_fakes import write_zone
 
 from gpuledger.errors import UsageError
+from gpuledger.facts.cpu import cpu_model_name
 from gpuledger.telemetry import BackgroundSampler, close_sources, open_sources
-from gpuledger.telemetry.cpu import PsutilSource, cpu_model_name
+from gpuledger.telemetry.cpu import PsutilSource
 from gpuledger.telemetry.nvml import NvmlSource
 from gpuledger.telemetry.rapl import RaplSource
 

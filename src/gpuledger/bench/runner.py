@@ -26,13 +26,15 @@ from time import perf_counter
 from typing import Any
 
 from gpuledger.bench.progress import BenchProgress
-from gpuledger.bench.server_state import STATE_SERIES, ServerStateSampler, summarize_state
+from gpuledger.bench.server_state import ServerStateSampler, summarize_state
 from gpuledger.bench.writer import RunWriter, StoreLike
 from gpuledger.engines import DEFAULT_BASE_URLS, ENDPOINTS, Engine, GenRequest, GenResult, make_engine
 from gpuledger.engines.base import CANNOT_CONNECT, ServerInfo
 from gpuledger.engines.http import HttpEngine
+from gpuledger.engines.server_metrics import STATE_SERIES
 from gpuledger.errors import EngineError, GpuledgerError, Interrupted, UsageError
 from gpuledger.records import RunInfo, RunStatus
+from gpuledger.urls import redact_url
 from gpuledger.workload.datasets import DEFAULT_MAX_TOKENS, DatasetSpec, Prompt, build_dataset
 from gpuledger.workload.load import LoadPattern, Stage, poisson_gaps
 
@@ -115,7 +117,7 @@ class BenchConfig:
         d = self.dataset
         return {
             "engine": self.engine,
-            "base_url": self.url,
+            "base_url": redact_url(self.url),
             "model": self.model,
             "endpoint": self.endpoint or ENDPOINTS[self.engine][0],
             "dataset": {
@@ -275,8 +277,10 @@ async def run_bench_async(
     progress: bool = False,
     telemetry_root: Path = Path("/"),
     on_run_created: Callable[[str], None] | None = None,
+    on_warning: Callable[[str], None] | None = None,
 ) -> RunInfo:
-    """Run the benchmark and return the stored run. See the module docstring for the order of work."""
+    """Run the benchmark and return the stored run. See the module docstring for the order of work.
+    ``on_warning`` gets the store writer's warnings while the run goes on (``RunWriter``)."""
     cfg.validate()
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -303,7 +307,7 @@ async def run_bench_async(
         )
     try:
         return await _run(
-            cfg, store, engine, stop, interrupted, tasks, progress, telemetry_root, on_run_created
+            cfg, store, engine, stop, interrupted, tasks, progress, telemetry_root, on_run_created, on_warning
         )
     finally:
         await engine.close()
@@ -321,6 +325,7 @@ async def _run(
     show_progress: bool,
     telemetry_root: Path,
     on_run_created: Callable[[str], None] | None,
+    on_warning: Callable[[str], None] | None = None,
 ) -> RunInfo:
     stages = cfg.load.stages()
     server = await engine.open(cfg.load.max_in_flight())
@@ -359,7 +364,7 @@ async def _run(
         label=cfg.label,
         engine=cfg.engine,
         model=str(getattr(engine, "model", None) or cfg.model or ""),
-        base_url=str(getattr(engine, "base_url", cfg.url)),
+        base_url=redact_url(str(getattr(engine, "display_url", cfg.url))),
         unit="token",
         workload={
             **dataset.meta,
@@ -380,6 +385,7 @@ async def _run(
         telemetry_root=telemetry_root,
         slo=cfg.slo,
         stages=sweep_stages,
+        on_warning=on_warning,
     )
     try:
         with _quiet_runtime():

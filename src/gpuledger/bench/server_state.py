@@ -15,104 +15,30 @@ histogram) are exact from those edges and cost the measured requests nothing. Th
 waiting, KV cache) exist only during the load: ``--server-metrics-interval S`` samples them, on its own
 connection, parsed in a worker thread, and the run records that it did.
 
-Series read (summed over label sets, except the KV-cache ratio, which is the fullest engine's when a
-server runs several):
-
-- vLLM: ``vllm:request_queue_time_seconds`` (histogram sum and count), ``vllm:num_preemptions_total``;
-  gauges ``vllm:num_requests_running``, ``vllm:num_requests_waiting``, ``vllm:kv_cache_usage_perc`` (v1;
-  ``vllm:gpu_cache_usage_perc`` in v0; a ratio 0..1 despite the name).
-- SGLang: gauges ``sglang:num_running_reqs``, ``sglang:num_queue_reqs``, ``sglang:token_usage`` (ratio).
-- llama.cpp (``--metrics``): gauges ``llamacpp:requests_processing``, ``llamacpp:requests_deferred``,
-  ``llamacpp:kv_cache_usage_ratio`` (not in every build).
+The series read per server family are listed in :mod:`gpuledger.engines.server_metrics`, which fetches
+and parses the page.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 from dataclasses import dataclass, field, replace
 from time import perf_counter
 from typing import Any
 
 import aiohttp
-from prometheus_client.parser import text_string_to_metric_families
 
-from gpuledger.monitor.engine import EngineMetricsError, fetch_engine_metrics
+from gpuledger.engines.server_metrics import (
+    STATE_SERIES,
+    EngineMetricsError,
+    StatePoint,
+    fetch_engine_metrics,
+    parse_state,
+)
 
 SCRAPE_TIMEOUT_S = 5.0
 # The KV cache counts as full from this ratio on (schedulers keep a little headroom).
 KV_FULL_RATIO = 0.95
-
-
-@dataclass(frozen=True, slots=True)
-class StateSeries:
-    label: str
-    running: str
-    waiting: str
-    kv_usage: tuple[str, ...]  # first present wins
-    preemptions: str | None
-    queue_time: str | None = None  # a histogram of seconds spent waiting, per request
-
-
-STATE_SERIES: dict[str, StateSeries] = {
-    "vllm": StateSeries(
-        "vLLM", "vllm:num_requests_running", "vllm:num_requests_waiting",
-        ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"), "vllm:num_preemptions_total",
-        "vllm:request_queue_time_seconds",
-    ),
-    "sglang": StateSeries("SGLang", "sglang:num_running_reqs", "sglang:num_queue_reqs",
-                          ("sglang:token_usage",), None),
-    "llamacpp": StateSeries("llama.cpp", "llamacpp:requests_processing", "llamacpp:requests_deferred",
-                            ("llamacpp:kv_cache_usage_ratio",), None),
-}
-
-
-@dataclass(frozen=True, slots=True)
-class StatePoint:
-    """One scrape: ``t`` in seconds on the run's clock; None where the server does not export it."""
-
-    t: float
-    running: float | None
-    waiting: float | None
-    kv_usage_ratio: float | None
-    preemptions_total: float | None
-    queue_seconds_sum: float | None = None
-    queue_count: float | None = None
-
-
-def parse_state(text: str, kind: str, t: float) -> StatePoint:
-    """The state series of ``kind`` in one exposition text (``EngineMetricsError`` if it is not one)."""
-    series = STATE_SERIES[kind]
-    wanted = {series.running, series.waiting, *series.kv_usage}
-    if series.preemptions:
-        wanted.add(series.preemptions)
-    if series.queue_time:
-        wanted.update((series.queue_time + "_sum", series.queue_time + "_count"))
-    sums: dict[str, float] = {}
-    peaks: dict[str, float] = {}
-    try:
-        for fam in text_string_to_metric_families(text):
-            for sample in fam.samples:
-                if sample.name not in wanted:
-                    continue
-                value = float(sample.value)
-                if not math.isfinite(value):
-                    continue
-                sums[sample.name] = sums.get(sample.name, 0.0) + value
-                peaks[sample.name] = max(peaks.get(sample.name, value), value)
-    except (ValueError, IndexError, KeyError, TypeError) as exc:
-        raise EngineMetricsError(f"/metrics is not Prometheus exposition text ({exc})") from exc
-    kv = next((peaks[n] for n in series.kv_usage if n in peaks), None)
-    queue = series.queue_time
-    return StatePoint(
-        t,
-        sums.get(series.running),
-        sums.get(series.waiting),
-        kv,
-        sums.get(series.preemptions) if series.preemptions else None,
-        sums.get(queue + "_sum") if queue else None,
-        sums.get(queue + "_count") if queue else None,
-    )
 
 
 @dataclass(slots=True)

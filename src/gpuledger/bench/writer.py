@@ -18,46 +18,33 @@ from __future__ import annotations
 import importlib
 import os
 import platform
-import queue
-import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import psutil
 
 from gpuledger import __version__
 from gpuledger.bench.metrics import summarize
+from gpuledger.bench.request_writer import (
+    BACKLOG_LIMIT_BYTES,
+    LOCK_ATTEMPT_S,
+    UNSTORABLE,
+    StoreLike,
+    StoreThread,
+    Warn,
+)
 from gpuledger.engines.base import GenResult
 from gpuledger.errors import GpuledgerError, StoreError
 from gpuledger.records import RequestRecord, RunInfo, RunStatus, TelemetrySample
+from gpuledger.store.engine import StoreLockedError
 
-HEARTBEAT_S = 30.0
-# How long the writer thread waits after a request finishes before committing it (and whatever
-# else finished meanwhile): long enough for the client to send its next request undisturbed.
-WRITE_SETTLE_S = 0.005
+__all__ = ["RunWriter", "StoreLike", "environment_fingerprint"]
+
 # Above this share of one core the client itself may have limited the run.
 CLIENT_CPU_WARN_RATIO = 0.85
-
-
-class StoreLike(Protocol):
-    """The part of ``gpuledger.store.Store`` the writer uses (see docs/contracts.md)."""
-
-    def create_run(self, info: RunInfo) -> str: ...
-
-    def add_requests(self, run_id: str, records: list[RequestRecord]) -> None: ...
-
-    def add_telemetry(self, run_id: str, samples: list[TelemetrySample]) -> None: ...
-
-    def update_run(self, run_id: str, **fields: Any) -> None: ...
-
-    def heartbeat(self, run_id: str) -> None: ...
-
-    def get_requests(self, id_or_prefix: str) -> list[RequestRecord]: ...
-
-    def get_run(self, id_or_prefix: str) -> RunInfo: ...
 
 
 def environment_fingerprint() -> dict[str, Any]:
@@ -73,52 +60,13 @@ def environment_fingerprint() -> dict[str, Any]:
     return dict(fp)
 
 
-_STOP = object()
-
-
-class _StoreThread(threading.Thread):
-    """Writes queued requests in batches, one transaction each; heartbeats while idle."""
-
-    def __init__(self, store: StoreLike, run_id: str) -> None:
-        super().__init__(name="gpuledger-store-writer", daemon=True)
-        self.store = store
-        self.run_id = run_id
-        self.q: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self.error: GpuledgerError | None = None
-        self.written = 0
-        self.settle_s = WRITE_SETTLE_S
-
-    def run(self) -> None:
-        while True:
-            try:
-                item = self.q.get(timeout=HEARTBEAT_S)
-            except queue.Empty:
-                if self.error is None:
-                    try:
-                        self.store.heartbeat(self.run_id)
-                    except GpuledgerError as exc:
-                        self.error = exc
-                continue
-            if item is not _STOP and self.settle_s > 0:
-                # A request just finished, so the client is sending the next one right now: let that
-                # send go out before this thread takes the interpreter for a commit.
-                time.sleep(self.settle_s)
-            batch = [item]
-            while True:
-                try:
-                    batch.append(self.q.get_nowait())
-                except queue.Empty:
-                    break
-            stop = any(b is _STOP for b in batch)
-            recs = [b for b in batch if b is not _STOP]
-            if recs and self.error is None:
-                try:
-                    self.store.add_requests(self.run_id, recs)
-                    self.written += len(recs)
-                except GpuledgerError as exc:
-                    self.error = exc
-            if stop:
-                return
+# The final flush (finish): how long the writer keeps trying to save what is queued. A finished run may
+# wait as long as one write always could (the busy timeout); an interrupted one (Ctrl-C, SIGTERM) must
+# exit promptly.
+FINAL_FLUSH_S = 30.0
+INTERRUPTED_FLUSH_S = 5.0
+# The last writes of finish (telemetry, the run's status) wait at least this long for the lock.
+FINAL_WRITE_MIN_S = 1.0
 
 
 @dataclass(slots=True)
@@ -134,7 +82,13 @@ def _cpu_now(proc: psutil.Process) -> _Cpu:
 
 
 class RunWriter:
-    """See the module docstring. ``slo`` and ``stages`` go to the summary (see ``summarize``)."""
+    """See the module docstring. ``slo`` and ``stages`` go to the summary (see ``summarize``).
+
+    ``on_warning`` is called (from the writer thread) with one line when something the user should know
+    happens while the run goes on: the store is locked by another process and finished requests wait in
+    memory, or a request was stored as failed because the store cannot keep one of its values. Each is
+    said once per run, and also kept in ``RunInfo.client["warnings"]``. ``backlog_limit_bytes`` bounds
+    the requests that wait while the store is locked (docs/contracts.md)."""
 
     def __init__(
         self,
@@ -146,8 +100,12 @@ class RunWriter:
         telemetry_root: Path = Path("/"),
         slo: dict[str, float] | None = None,
         stages: list[dict[str, Any]] | None = None,
+        on_warning: Warn | None = None,
+        backlog_limit_bytes: int = BACKLOG_LIMIT_BYTES,
     ) -> None:
         self.store = store
+        self.on_warning = on_warning
+        self.backlog_limit_bytes = backlog_limit_bytes
         self.info = info
         self.telemetry = telemetry
         self.telemetry_interval_s = telemetry_interval_s
@@ -157,7 +115,7 @@ class RunWriter:
         self.run_id = ""
         self.t0 = 0.0
         self.t0_monotonic = 0.0
-        self._thread: _StoreThread | None = None
+        self._thread: StoreThread | None = None
         self._sampler: Any = None
         self._sources: list[Any] = []
         self._telemetry_note: dict[str, Any] = {}
@@ -183,12 +141,17 @@ class RunWriter:
             self._stop_telemetry()
             raise
         info.id = self.run_id
-        self._thread = _StoreThread(self.store, self.run_id)
+        self._thread = StoreThread(self.store, self.run_id, self._warn, self.backlog_limit_bytes)
         self._thread.start()
         # The measured window starts here: the run's clock, telemetry and the client CPU baseline.
         self.t0 = time.perf_counter()
         self.t0_monotonic = time.monotonic()
-        self.store.update_run(self.run_id, started_at=datetime.now(UTC))
+        try:
+            self.store.update_run(self.run_id, started_at=datetime.now(UTC))
+        except BaseException:
+            self._thread.stop(0.0)
+            self._stop_telemetry()
+            raise
         if sources:
             from gpuledger.telemetry import BackgroundSampler
 
@@ -228,6 +191,10 @@ class RunWriter:
             close_sources(self._sources)
             self._sources = []
 
+    def _warn(self, message: str) -> None:
+        if self.on_warning is not None:
+            self.on_warning(message)
+
     @property
     def failed(self) -> GpuledgerError | None:
         """The store error that stopped request writes, if any (the caller should stop the run)."""
@@ -241,7 +208,7 @@ class RunWriter:
         """Queue a finished request (times relative to ``t0``) for writing; returns at once."""
         if self._thread is None:
             raise StoreError("RunWriter.add() before start()")
-        self._thread.q.put(record)
+        self._thread.add(record)
 
     def add_result(self, result: GenResult) -> None:
         self.add(result.to_record(self.t0))
@@ -288,26 +255,42 @@ class RunWriter:
         server: dict[str, Any] | None = None,
     ) -> RunInfo:
         """Flush the queued requests, store telemetry, summary, client CPU and ``status``; returns the
-        run as stored. A store failure during the run is raised here (after the rest is saved)."""
+        run as stored. A store failure during the run is raised here (after the rest is saved).
+
+        The final flush is bounded (``FINAL_FLUSH_S`` for a finished run, ``INTERRUPTED_FLUSH_S`` for
+        any other status): a store still locked after it keeps what was written, and the run is stored
+        ``incomplete`` (StoreError) — or, when not even the status can be written, left to read as
+        ``incomplete`` once this process exits (StoreError). A ``complete`` run whose requests all
+        failed is stored ``failed``."""
         if self._finished:
             raise StoreError("RunWriter.finish() called twice")
         self._finished = True
         client = self.client_usage()
         t_end = time.perf_counter()
         samples, summaries = self._stop_telemetry()
+        flush_s = FINAL_FLUSH_S if status == "complete" else INTERRUPTED_FLUSH_S
+        deadline = time.monotonic() + flush_s
         thread = self._thread
         if thread is not None:
-            thread.q.put(_STOP)
-            thread.join()
-        write_error = self.failed
+            thread.stop(flush_s)
+            thread.join(flush_s + LOCK_ATTEMPT_S + FINAL_WRITE_MIN_S)
+        write_error = self._write_error(flush_s)
+
+        def lock_wait() -> float:
+            return max(deadline - time.monotonic(), FINAL_WRITE_MIN_S)
+
         if samples:
-            self.store.add_telemetry(self.run_id, samples)
+            try:
+                self.store.add_telemetry(self.run_id, samples, lock_wait_s=lock_wait())
+            except StoreLockedError as exc:
+                self._telemetry_note["samples_not_saved"] = f"{len(samples)} samples: {exc.message}"
         records = self.store.get_requests(self.run_id)
         summary = summarize(records, slo=self.slo, stages=self.stages)
         if extra_summary:
             summary = summary.amended(**extra_summary)
+        self._store_notes(client)
         fields: dict[str, Any] = {
-            "status": "incomplete" if write_error is not None and status == "complete" else status,
+            "status": _final_status(status, records, write_error),
             "summary": summary,
             "telemetry_summary": summaries,
             "client": client,
@@ -318,7 +301,75 @@ class RunWriter:
         }
         if server is not None:
             fields["server"] = server
-        self.store.update_run(self.run_id, **fields)
+        try:
+            self.store.update_run(self.run_id, lock_wait_s=lock_wait(), **fields)
+        except StoreLockedError as exc:
+            raise StoreError(
+                f"run {self.run_id} could not be finished: {exc.message}; {self._saved_text(len(records))} "
+                "(it reads as incomplete once this process exits)",
+                hint=exc.hint,
+            ) from exc
         if write_error is not None:
-            raise StoreError(f"requests could not be saved during the run: {write_error.message}")
+            raise StoreError(
+                f"{write_error.message}; run {self.run_id} is stored as incomplete with "
+                f"{self._saved_text(len(records))}",
+                hint=write_error.hint,
+            )
         return self.store.get_run(self.run_id)
+
+    def _write_error(self, flush_s: float) -> GpuledgerError | None:
+        """Why finished requests are missing from the store, or None when every one was saved."""
+        thread = self._thread
+        if thread is None:
+            return None
+        if thread.is_alive():
+            return StoreError(f"the store did not answer within {flush_s:g} s of the end of the run")
+        if thread.error is not None:
+            return thread.error
+        if thread.unsaved:
+            lock = thread.last_lock
+            why = lock.message if lock is not None else "the store could not be written"
+            return StoreError(
+                f"{why} (still after {flush_s:g} s at the end of the run)",
+                hint=lock.hint if lock is not None else None,
+            )
+        return None
+
+    def _saved_text(self, stored: int) -> str:
+        unsaved = self._thread.unsaved if self._thread is not None else 0
+        return f"{stored} of {stored + unsaved} finished requests saved"
+
+    def _store_notes(self, client: dict[str, Any]) -> None:
+        """What the store did to the run's requests, in ``client`` (``store``; ``warnings``)."""
+        thread = self._thread
+        if thread is None or not (thread.lock_waits or thread.stored_as_failed):
+            return
+        client["store"] = {
+            "lock_waits": thread.lock_waits,
+            "lock_waited_s": thread.waited_s,
+            "stored_as_failed": len(thread.stored_as_failed),
+        }
+        warnings: list[str] = client.setdefault("warnings", [])
+        if thread.lock_waits:
+            warnings.append(
+                f"the store was locked by another process {thread.lock_waits} time(s) during the run "
+                f"({thread.waited_s:.1f} s in all); finished requests waited in memory meanwhile"
+            )
+        if thread.stored_as_failed:
+            warnings.append(
+                f"{len(thread.stored_as_failed)} request(s) stored as failed ({UNSTORABLE}); the first: "
+                f"{thread.stored_as_failed[0]}"
+            )
+
+
+def _final_status(
+    status: RunStatus, records: list[RequestRecord], write_error: GpuledgerError | None
+) -> RunStatus:
+    """``complete`` becomes ``incomplete`` when requests are missing, ``failed`` when every one failed."""
+    if status != "complete":
+        return status
+    if write_error is not None:
+        return "incomplete"
+    if records and not any(r.ok for r in records):
+        return "failed"
+    return status

@@ -5,7 +5,7 @@ Every figure keeps its source and date; a missing figure is a value with a reaso
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -134,24 +134,19 @@ def parse_hex_id(raw: str | int) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class Figure:
-    """A catalog number with its unit, source and date; ``value is None`` -> ``reason`` says why."""
+class Figure(Quantity):
+    """A catalog number: a :class:`Quantity` whose ``source`` is the document it comes from (title, with
+    ``source_id``, ``url`` and ``date``), plus its confidence (published or estimate), a note and a range.
+    ``value is None`` -> ``reason`` says why."""
 
-    value: float | None
-    unit: str
     source: str = ""
     source_id: str = ""
     url: str | None = None
     date: str | None = None
     confidence: Confidence = "published"
     note: str | None = None
-    reason: str | None = None
     low: float | None = None
     high: float | None = None
-
-    @property
-    def available(self) -> bool:
-        return self.value is not None
 
     @property
     def is_estimate(self) -> bool:
@@ -161,19 +156,13 @@ class Figure:
         """The same figure divided among ``1/factor`` parts (e.g. per GCD), saying so in the note."""
         if self.value is None:
             return self
-        note = f"{self.note}; {why}" if self.note else why
-        return Figure(
-            self.value * factor,
-            self.unit,
-            self.source,
-            self.source_id,
-            self.url,
-            self.date,
-            self.confidence,
-            note,
-            None,
-            None if self.low is None else self.low * factor,
-            None if self.high is None else self.high * factor,
+        return replace(
+            self,
+            value=self.value * factor,
+            note=f"{self.note}; {why}" if self.note else why,
+            reason=None,
+            low=None if self.low is None else self.low * factor,
+            high=None if self.high is None else self.high * factor,
         )
 
     def provenance(self) -> str:
@@ -182,11 +171,6 @@ class Figure:
         if self.is_estimate:
             parts.append("estimate")
         return ", ".join(parts)
-
-    def quantity(self) -> Quantity:
-        if self.value is None:
-            return Quantity.missing(self.unit, "catalog", self.reason or "not in the catalog")
-        return Quantity(self.value, self.unit, f"catalog: {self.provenance()}", "catalog figure")
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"value": self.value, "unit": self.unit}
@@ -250,10 +234,6 @@ class GpuSpec:
                 1.0 / self.logical_devices, f"per logical device (package / {self.logical_devices})"
             )
         return fig
-
-    @property
-    def has_estimates(self) -> bool:
-        return any(f.is_estimate for f in self.figures.values() if f.available)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -454,7 +454,12 @@ def bench(
             if show_progress:
                 err_console.print(f"run [bold]{run_id}[/bold]: measuring…")
 
-        info = asyncio.run(run_bench_async(cfg, store, progress=show_progress, on_run_created=created))
+        def warned(text: str) -> None:  # the store writer's, while the run goes on (RunWriter)
+            err_console.print(f"[yellow]warning:[/yellow] {escape(text)}")
+
+        info = asyncio.run(
+            run_bench_async(cfg, store, progress=show_progress, on_run_created=created, on_warning=warned)
+        )
     finally:
         store.close()
     _emit(info, json_out)
@@ -476,6 +481,15 @@ def _emit(info: RunInfo, json_out: bool) -> None:
         raise Interrupted(
             f"{interrupted.signal}: run {info.id} saved as incomplete with "
             f"{interrupted.finished_requests} finished requests"
+        )
+    if info.status == "failed":  # every request failed (RunWriter.finish): the engine's error, exit 6
+        sys.stdout.flush()
+        examples = (summary.error_examples if summary is not None else None) or []
+        first = examples[0].error if examples else None
+        failed = summary.num_failed if summary is not None else info.num_requests
+        raise EngineError(
+            f"run {info.id}: all {failed} requests failed; the first: {first}",
+            hint="check --model, --endpoint and the server's log",
         )
 
 

@@ -2,17 +2,72 @@
 
 from __future__ import annotations
 
+import errno
 import sys
+from collections.abc import Iterable
 from typing import Annotated, Any
 
 import orjson
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderableType
+from rich.segment import Segment
+from rich.text import Text
+
+from gpuledger.textsafe import MAX_DISPLAY_CHARS, clip, clip_suffix, neutralise
+
+
+class SafeConsole(Console):
+    """A rich Console that never lets a control character from outside reach the terminal, and never
+    prints a huge value in full (docs/contracts.md, "What reaches the terminal").
+
+    Every string it renders (``print``, table cells, titles, status lines: ``render_str``) and every
+    ``Text`` it is given is neutralised (ESC -> "␛", see ``gpuledger.textsafe``) and clipped at
+    ``MAX_DISPLAY_CHARS`` before layout, so widths stay right and a 10 MB value costs nothing to lay
+    out; the segments it writes are neutralised once more as a backstop (rich's own control segments,
+    cursor moves of a live display, pass untouched)."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        return super().render_str(neutralise(clip(text)), **kwargs)
+
+    def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
+        if isinstance(renderable, Text):
+            renderable = _safe_text(renderable)
+        for seg in super().render(renderable, options):
+            if seg.control or neutralise(seg.text) is seg.text:
+                yield seg
+            else:
+                yield Segment(neutralise(seg.text), seg.style)
+
+    def on_broken_pipe(self) -> None:
+        # rich's default exits 1 (doctor's "warnings"); gpuledger's entry point turns this into its
+        # documented output-error exit, silently for a closed pipe.
+        raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+
+def _safe_text(text: Text) -> Text:
+    plain = text.plain
+    safe = neutralise(plain)
+    if safe is plain and len(plain) <= MAX_DISPLAY_CHARS:
+        return text
+    out = text.copy()
+    if safe is not plain:
+        out.plain = safe  # one character for one character: the spans stay where they were
+    if len(out) > MAX_DISPLAY_CHARS:
+        more = len(out) - MAX_DISPLAY_CHARS
+        out = out[:MAX_DISPLAY_CHARS]
+        out.append(clip_suffix(more), style="dim")
+    return out
+
+
+def make_console(*, stderr: bool = False) -> Console:
+    """The one way the CLI makes a Console (stdout, or stderr for progress, warnings and errors)."""
+    return SafeConsole(stderr=stderr, highlight=False, soft_wrap=True)
+
 
 # Tables and human text go to stdout; progress, warnings and errors go to stderr so that
 # ``--json`` output on stdout is never mixed with anything else.
-console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+console = make_console()
+err_console = make_console(stderr=True)
 
 DbOpt = Annotated[
     str | None,

@@ -1,8 +1,13 @@
 """``gpuledger doctor``: layer-by-layer diagnosis of the GPU stack with exact fixes; ``--explain ID``
-prints one knowledge-base rule; ``--history`` shows the setup-labour ledger per machine."""
+prints one knowledge-base rule; ``--history`` shows the setup-labour ledger per machine.
+
+The library (doctor, store, cost) is imported inside the command functions, not here: every ``gpuledger``
+command loads this module at start-up, and importing the store and the collectors would add a few hundred
+milliseconds to each of them (``gpuledger --help`` included)."""
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 from pathlib import Path
 from typing import Annotated
@@ -31,7 +36,7 @@ def _explain(rule_id: str, json_out: bool) -> None:
 
 
 def _history(db: str | None, json_out: bool) -> None:
-    from gpuledger.doctor.labour import setup_labour_hours
+    from gpuledger.cost.labour import setup_labour_hours
     from gpuledger.store import open_store
 
     store = open_store(db)
@@ -116,7 +121,8 @@ def doctor(
 
     if deep:
         err_console.print("running the --deep probe (matmul + copy on each device; up to a few minutes)...")
-    with err_console.status("collecting facts...", spinner="dots") if not json_out else _nullcontext():
+    status = err_console.status("collecting facts...", spinner="dots")
+    with status if not json_out else contextlib.nullcontext():
         report = run_doctor(root, deep=deep, ollama_url=ollama, python=python)
     if not no_store:
         try:
@@ -128,14 +134,6 @@ def doctor(
     else:
         render(report, console)
     raise typer.Exit(report.exit_code)
-
-
-class _nullcontext:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def register(app: typer.Typer) -> None:

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuledger.cli.common import JsonOpt, console, err_console, print_json
+from gpuledger.cli.files import check_target, write_output
 from gpuledger.errors import UsageError
 
 
@@ -67,6 +68,9 @@ def lock(
         tuple[Path, Path] | None,
         typer.Option("--diff", metavar="A B", help="Compare two snapshots; exit 1 when they differ."),
     ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace the snapshot file if it exists (default: refuse).")
+    ] = False,
     json_out: JsonOpt = False,
     root: Annotated[
         Path,
@@ -76,7 +80,7 @@ def lock(
     ] = Path("/"),
 ) -> None:
     """Pin the driver, CUDA/ROCm, PyTorch and engine versions (seed §8.1) and catch drift."""
-    from gpuledger.lock import DEFAULT_LOCK_FILE, check, diff_stacks, read_lock, snapshot, write_lock
+    from gpuledger.lock import DEFAULT_LOCK_FILE, check, diff_stacks, lock_text, read_lock, snapshot
 
     if check_file is not None and diff is not None:
         raise UsageError("--check and --diff cannot be combined")
@@ -102,6 +106,9 @@ def lock(
 
     if not root.is_dir():
         raise UsageError(f"--root {root} is not a directory")
+    path = output or Path(DEFAULT_LOCK_FILE)
+    if check_file is None:
+        check_target(path, overwrite=force)  # before the machine is read
     from gpuledger.facts import collect_facts
 
     facts = collect_facts(root, check_ollama=False, probe_torch=False)
@@ -128,8 +135,7 @@ def lock(
             _drift_table(f"{locked.path} vs this machine", drifts, "locked", "live")
         raise typer.Exit(1 if drifts else 0)
 
-    path = output or Path(DEFAULT_LOCK_FILE)
-    write_lock(doc, path)
+    write_output(path, lock_text(doc), overwrite=force)
     if json_out:
         print_json(doc)
     else:

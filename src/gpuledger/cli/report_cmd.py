@@ -9,7 +9,8 @@ from typing import Annotated
 import typer
 
 from gpuledger.cli.common import DbOpt, JsonOpt, console, err_console, print_json
-from gpuledger.errors import InvalidInputError, UsageError
+from gpuledger.cli.files import check_target, write_output
+from gpuledger.errors import UsageError
 
 
 def parse_profiles(values: list[str] | None) -> dict[str, str]:
@@ -24,18 +25,6 @@ def parse_profiles(values: list[str] | None) -> dict[str, str]:
             raise UsageError(f"--profile given twice for {'every run' if key == '*' else key}")
         out[key] = name
     return out
-
-
-def _write(path: Path, text: str) -> int:
-    data = text.encode("utf-8")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_bytes(data)
-        tmp.replace(path)
-    except OSError as exc:
-        raise InvalidInputError(f"cannot write {path}: {exc.strerror or exc}") from exc
-    return len(data)
 
 
 def report(
@@ -68,6 +57,9 @@ def report(
     if md == "-" and json_out:
         raise UsageError("--md - and --json both want stdout; write the Markdown to a file")
     profiles = parse_profiles(profile)
+    for target in (html, Path(md) if md is not None and md != "-" else None):
+        if target is not None:
+            check_target(target)  # refused before the report is built, not after
     store = open_store(db)
     try:
         with err_console.status("building report…") as status:
@@ -77,13 +69,13 @@ def report(
     files: dict[str, str] = {}
     if html is not None:
         with err_console.status("rendering HTML…"):
-            size = _write(html, render_html(data))
+            size = write_output(html, render_html(data))
         files["html"] = str(html)
         err_console.print(
             f"wrote {html} ({size / 1e6:.1f} MB, self-contained)", markup=False, highlight=False
         )
     if md is not None and md != "-":
-        _write(Path(md), render_markdown(data))
+        write_output(Path(md), render_markdown(data))
         files["md"] = md
         err_console.print(f"wrote {md}", markup=False, highlight=False)
     if json_out:

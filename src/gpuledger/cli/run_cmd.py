@@ -27,6 +27,7 @@ from rich.progress import (
 )
 
 from gpuledger.cli.common import DbOpt, JsonOpt, console, err_console, print_json
+from gpuledger.cli.files import check_target, write_output
 from gpuledger.errors import GpuledgerError, InvalidInputError, MissingDependencyError, UsageError
 from gpuledger.records import dump_summary
 
@@ -135,10 +136,9 @@ def _report_step(
         missing.append(f"report: not written — {exc.message}")
         return None
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        missing.append(f"report: cannot write {target} — {exc.strerror or exc}")
+        write_output(target, text, make_parents=html is None)  # only our own reports folder is created
+    except GpuledgerError as exc:
+        missing.append(f"report: not written — {exc.message}")
         return None
     return str(target.resolve())
 
@@ -363,7 +363,9 @@ def run_cmd(
     if device not in te.DEVICE_CHOICES:
         raise UsageError(f"--device must be one of {', '.join(te.DEVICE_CHOICES)} (got {device!r})")
     if html is not None and html.suffix.lower() not in (".html", ".htm"):
-        raise InvalidInputError(f"--html {html}: give a file name ending in .html")
+        raise InvalidInputError(f"--html {html}: give a file name ending in .html or .htm")
+    if html is not None:
+        check_target(html)  # before minutes of work, not after
     budget = int(memory_budget * te.GIB) if memory_budget is not None else None
     ok, why = te.torch_status()
     if not ok:  # before minutes of doctoring: without torch there is nothing to measure in-process

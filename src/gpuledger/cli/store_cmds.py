@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuledger.cli.common import DbOpt, JsonOpt, console, err_console, print_json
+from gpuledger.cli.files import check_target, write_output
 from gpuledger.errors import InvalidInputError, NotFoundError
 from gpuledger.quantity import Quantity
 from gpuledger.records import RequestRecord, RunInfo, dump_summary
@@ -136,9 +137,10 @@ def runs(
     with _open(db) as store:
         found = store.list_runs(label=label, since=cutoff, limit=limit)
     if json_out:
-        print_json([run_listing(r) for r in found])
+        bad = [{"id": u.id, "status": "unreadable", "error": u.reason} for u in found.unreadable]
+        print_json([run_listing(r) for r in found] + bad)
         return
-    if not found:
+    if not found and not found.unreadable:
         console.print("no runs" + (" matching the filters" if label or since else "") + f" in {store.url}",
                       markup=False)
         return
@@ -154,6 +156,8 @@ def runs(
             Text(r.status, style=colours.get(r.status, "")), f"{r.num_requests:,}",
             Text(_rate_text(output_rate(r))),
         )
+    for u in found.unreadable:  # a corrupt row (store.list_runs): its id and why, the others as usual
+        table.add_row(u.id, NA, Text(u.reason), "", "", Text("unreadable", style="red"), "", "")
     console.print(table)
 
 
@@ -336,16 +340,6 @@ def show(
 # ---- export -------------------------------------------------------------------------------------
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        tmp.write_bytes(data)
-        tmp.replace(path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise InvalidInputError(f"cannot write {path}: {exc.strerror or exc}") from exc
-
-
 def _csv_bytes(requests: list[RequestRecord]) -> bytes:
     from gpuledger.store.exchange import CSV_COLUMNS, csv_rows
 
@@ -371,6 +365,8 @@ def export(
     json_out: JsonOpt = False,
 ) -> None:
     """Export a run: JSON document (to import elsewhere) or per-request CSV."""
+    if output is not None:
+        check_target(output)  # refused before the run is read
     with _open(db) as store, err_console.status("reading the run…"):
         if fmt is ExportFormat.json:
             doc = store.export_run(run)
@@ -385,7 +381,7 @@ def export(
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
         return
-    _write_atomic(output, data)
+    write_output(output, data)
     if json_out:
         print_json({"run": run_id, "format": fmt.value, "path": str(output), "requests": n,
                     "size_bytes": len(data)})

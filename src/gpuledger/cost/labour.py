@@ -1,15 +1,20 @@
-"""Setup labour: the profile's ``setup_hours``, or the doctor's setup-labour ledger (``from_doctor_history``).
+"""Setup labour: the profile's ``setup_hours``, or the setup-labour ledger (``from_doctor_history``).
 
-The ledger is ``gpuledger.doctor.setup_labour_hours(records)`` over ``store.list_doctor_runs()``: per machine,
-the wall-clock time from the first doctor run with an error to the first all-clear run after it. It is
-imported lazily; if this installation has no such function, a profile asking for it is an input error
-(set ``setup_hours`` instead) rather than a silent zero.
+The ledger (seed §2.3, §7.3 step 4) is computed here from the stored ``gpuledger doctor`` runs
+(``store.list_doctor_runs()``): how long a machine took to get from its first doctor run with an error to
+the first run with no error after it, and which problems were met.
+
+An *episode* starts at a doctor run with at least one error (while no episode is open) and ends at
+the next run with zero errors ("all clear"; warnings do not keep an episode open). A machine can have
+several episodes (a later driver upgrade breaks it again). ``hours`` sums the closed episodes; an
+episode still open has no end and counts in ``open_hours`` (up to the machine's latest run) only.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from gpuledger.cost.profile import CostProfile
@@ -18,56 +23,112 @@ from gpuledger.errors import InvalidInputError
 from gpuledger.records import DoctorRunRecord, RunInfo
 
 
-def _as_mapping(entry: Any) -> dict[str, Any]:
-    if isinstance(entry, bool):
-        return {}
-    if isinstance(entry, int | float):
-        return {"hours": float(entry)}
-    to_dict = getattr(entry, "to_dict", None)
-    if callable(to_dict):
-        entry = to_dict()
-    if isinstance(entry, Mapping):
-        return dict(entry)
-    return {
-        k: getattr(entry, k)
-        for k in ("machine", "hours", "setup_hours", "reason", "status")
-        if hasattr(entry, k)
-    }
+def _aware(ts: datetime) -> datetime:
+    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
 
 
-def _per_machine(result: Any) -> dict[str, dict[str, Any]]:
-    """Normalise the ledger's answer to ``{machine: {"hours": ..., "reason": ...}}``."""
-    if isinstance(result, Mapping):
-        if "hours" in result or "setup_hours" in result:
-            data = _as_mapping(result)
-            return {str(data.get("machine", "")): data}
-        return {str(k): _as_mapping(v) | {"machine": str(k)} for k, v in result.items()}
-    if isinstance(result, int | float) and not isinstance(result, bool):
-        return {"": {"hours": float(result)}}
-    out: dict[str, dict[str, Any]] = {}
-    if isinstance(result, Sequence | list):
-        for item in result:
-            data = _as_mapping(item)
-            out[str(data.get("machine", ""))] = data
-    return out
+@dataclass(slots=True)
+class LabourEpisode:
+    start: datetime
+    end: datetime | None = None
+    runs: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def closed(self) -> bool:
+        return self.end is not None
+
+    @property
+    def hours(self) -> float | None:
+        return None if self.end is None else (self.end - self.start).total_seconds() / 3600.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "start": self.start.isoformat(),
+            "end": None if self.end is None else self.end.isoformat(),
+            "hours": self.hours,
+            "runs": self.runs,
+            "problems": list(self.problems),
+        }
 
 
-def ledger_function() -> Any:
-    try:
-        module = importlib.import_module("gpuledger.doctor")
-    except ImportError as exc:
-        raise InvalidInputError(
-            f"from_doctor_history: the doctor's setup-labour ledger cannot be loaded ({exc})",
-            hint="set setup_hours in the cost profile instead",
-        ) from exc
-    func = getattr(module, "setup_labour_hours", None)
-    if not callable(func):
-        raise InvalidInputError(
-            "from_doctor_history: this gpuledger has no setup-labour ledger "
-            "(gpuledger.doctor.setup_labour_hours is missing)",
-            hint="set setup_hours in the cost profile instead",
+@dataclass(slots=True)
+class MachineLabour:
+    machine: str
+    runs: int = 0
+    first_run: datetime | None = None
+    last_run: datetime | None = None
+    episodes: list[LabourEpisode] = field(default_factory=list)
+
+    @property
+    def hours(self) -> float:
+        """Setup hours of the closed episodes (first error -> first all-clear run after it)."""
+        return sum(e.hours or 0.0 for e in self.episodes if e.closed)
+
+    @property
+    def open_hours(self) -> float:
+        """Hours of an episode still open, up to the latest run (not included in ``hours``)."""
+        return sum(
+            ((self.last_run or e.start) - e.start).total_seconds() / 3600.0
+            for e in self.episodes
+            if not e.closed
         )
-    return func
+
+    @property
+    def resolved(self) -> bool:
+        return all(e.closed for e in self.episodes)
+
+    @property
+    def problems(self) -> list[str]:
+        seen: list[str] = []
+        for e in self.episodes:
+            seen += [p for p in e.problems if p not in seen]
+        return seen
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "machine": self.machine,
+            "runs": self.runs,
+            "first_run": None if self.first_run is None else self.first_run.isoformat(),
+            "last_run": None if self.last_run is None else self.last_run.isoformat(),
+            "hours": self.hours,
+            "open_hours": self.open_hours,
+            "resolved": self.resolved,
+            "problems": self.problems,
+            "episodes": [e.to_dict() for e in self.episodes],
+        }
+
+
+def setup_labour_hours(records: Iterable[DoctorRunRecord]) -> dict[str, MachineLabour]:
+    """Per machine: episodes from the first run with an error to the first all-clear run after it.
+
+    Problems are the distinct ids of error and warning findings seen during an episode. Pure: the
+    same records give the same answer (order does not matter; runs are sorted by time)."""
+    machines: dict[str, MachineLabour] = {}
+    for rec in sorted(records, key=lambda r: (_aware(r.created_at), r.id or 0)):
+        ts = _aware(rec.created_at)
+        m = machines.setdefault(rec.machine, MachineLabour(machine=rec.machine))
+        m.runs += 1
+        m.first_run = m.first_run or ts
+        m.last_run = ts
+        current = m.episodes[-1] if m.episodes and not m.episodes[-1].closed else None
+        if rec.errors > 0:
+            if current is None:
+                current = LabourEpisode(start=ts)
+                m.episodes.append(current)
+            current.runs += 1
+            for item in rec.findings:
+                problem = item.get("id")
+                if (
+                    item.get("severity") in ("error", "warning")
+                    and isinstance(problem, str)
+                    and problem not in current.problems
+                ):
+                    current.problems.append(problem)
+        elif current is not None:
+            current.runs += 1
+            current.end = ts
+    return machines
 
 
 def resolve_setup_hours(
@@ -85,32 +146,24 @@ def resolve_setup_hours(
             "from_doctor_history: no doctor runs are stored",
             hint="run `gpuledger doctor` while setting up, or set setup_hours",
         )
-    per_machine = _per_machine(ledger_function()(list(doctor_records)))
+    ledger = setup_labour_hours(doctor_records)
     machine = machine_name(run)
-    if machine is not None and machine in per_machine:
+    if machine is not None and machine in ledger:
         chosen = machine
-    elif len(per_machine) == 1:
-        chosen = next(iter(per_machine))
+    elif len(ledger) == 1:
+        chosen = next(iter(ledger))
     else:
-        known = ", ".join(sorted(m for m in per_machine if m)) or "none"
+        known = ", ".join(sorted(m for m in ledger if m)) or "none"
         raise InvalidInputError(
             f"from_doctor_history: cannot tell which machine run {run.id} was measured on "
             f"(run machine: {machine or 'not recorded'}; ledger machines: {known})",
             hint="set setup_hours in the cost profile",
         )
-    data = per_machine[chosen]
-    hours = data.get("hours", data.get("setup_hours"))
-    if not isinstance(hours, int | float) or isinstance(hours, bool):
-        reason = data.get("reason") or data.get("status") or "no setup interval measured"
-        raise InvalidInputError(
-            f"from_doctor_history: machine {chosen or '(unnamed)'}: {reason}",
-            hint="set setup_hours in the cost profile",
-        )
+    entry = ledger[chosen]
     source = (
         f"doctor history: machine {chosen or '(unnamed)'}, first error to first all-clear "
-        "(gpuledger.doctor.setup_labour_hours)"
+        "(gpuledger.cost.labour.setup_labour_hours)"
     )
-    open_hours = data.get("open_hours")
-    if data.get("resolved") is False and isinstance(open_hours, int | float):
-        source += f"; a setup episode is still open ({open_hours:.1f} h so far, not counted)"
-    return float(hours), source
+    if not entry.resolved:
+        source += f"; a setup episode is still open ({entry.open_hours:.1f} h so far, not counted)"
+    return entry.hours, source

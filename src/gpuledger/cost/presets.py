@@ -3,6 +3,7 @@ name or file, and choosing a default profile for a run."""
 
 from __future__ import annotations
 
+import datetime as dt
 import difflib
 import functools
 from dataclasses import dataclass
@@ -15,7 +16,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from gpuledger.catalog import Catalog, GpuSpec, load_catalog
 from gpuledger.catalog.catalog import parse_yaml_mapping, validation_message
 from gpuledger.catalog.model import Confidence, Figure, Segment, SourceIn
-from gpuledger.cost.profile import CostProfile, parse_profile, read_profile_file
+from gpuledger.cost.profile import (
+    MONEY_FIELDS,
+    CostProfile,
+    parse_profile,
+    read_profile_file,
+    unknown_field_error,
+)
 from gpuledger.cost.runview import cpu_device, cpu_threads, gpu_devices
 from gpuledger.errors import InvalidInputError, NotFoundError
 from gpuledger.records import RunInfo
@@ -25,7 +32,7 @@ MAX_EXTENDS_DEPTH = 5
 
 
 class PresetFigure(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     value: float = Field(ge=0)
     source: str
@@ -186,11 +193,87 @@ def _looks_like_path(text: str) -> bool:
     return text.endswith((".yaml", ".yml")) or "/" in text or "\\" in text or Path(text).is_file()
 
 
+class ExchangeRate(BaseModel):
+    """``exchange_rate:`` in a profile file that ``extends`` a profile in another currency: converts
+    the money fields it inherits. ``rate`` is units of this file's ``currency`` per one unit of
+    ``from`` (USD -> CNY 7.1: 1 USD = 7.1 CNY), with where the rate came from and its date."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, populate_by_name=True)
+
+    from_: str = Field(alias="from", pattern=r"^[A-Za-z]{3}$")
+    rate: float = Field(gt=0, le=1e9)
+    source: str = Field(min_length=1, max_length=500)
+    date: dt.date
+
+
+def _check_keys(data: dict[Any, Any], where: str) -> None:
+    """A file named as a profile must look like one: its keys are profile fields (or ``extends``,
+    ``exchange_rate``). Errors never echo what the file holds beyond a key that is a field name."""
+    known = set(CostProfile.model_fields) | {"extends", "exchange_rate"}
+    if data and not any(isinstance(k, str) and k in known for k in data):
+        raise InvalidInputError(
+            f"{where}: not a cost profile (none of its {len(data):,} top-level keys is a profile field)",
+            hint="see docs/cost.md for the fields of a cost profile",
+        )
+    for key in data:
+        if key not in known:
+            raise unknown_field_error(key, where)
+
+
+def _money(profile: CostProfile, name: str) -> str:
+    return f"{name} ({getattr(profile, name):,g} {profile.unit(name)})"
+
+
+def _convert_currency(
+    data: dict[str, Any], base: CostProfile, extends: str, merged: dict[str, Any], sources: dict[str, str],
+    user_fields: set[str], where: str,
+) -> None:
+    """The money fields ``merged`` inherits from ``base`` are in ``base.currency``: refuse a change of
+    currency that would re-label them, or convert them at the file's ``exchange_rate``."""
+    raw_rate = data.pop("exchange_rate", None)
+    cur = data.get("currency", base.currency)
+    cur = cur.strip().upper() if isinstance(cur, str) else cur
+    inherited = [f for f in MONEY_FIELDS if f not in user_fields and getattr(base, f)]
+    if cur == base.currency:
+        if raw_rate is not None:
+            raise InvalidInputError(
+                f"{where}: exchange_rate: applies only when this file's currency differs from the "
+                f"profile it extends ({extends} is in {base.currency}, and so is this file)"
+            )
+        return
+    if raw_rate is None:
+        if inherited:
+            raise InvalidInputError(
+                f"{where}: currency {cur}, but {', '.join(_money(base, f) for f in inherited)} "
+                f"{'is' if len(inherited) == 1 else 'are'} inherited from {extends} in {base.currency}: "
+                "the numbers would be re-labelled, not converted",
+                hint=f"give those fields in {cur} in this file, or convert them with exchange_rate: "
+                f"{{from: {base.currency}, rate: <{cur} per {base.currency}>, source: \"where the rate "
+                "comes from\", date: YYYY-MM-DD}",
+            )
+        return
+    try:
+        rate = ExchangeRate.model_validate(raw_rate)
+    except ValidationError as exc:
+        raise InvalidInputError(validation_message(exc, f"{where}: exchange_rate")) from exc
+    if rate.from_.upper() != base.currency:
+        raise InvalidInputError(
+            f"{where}: exchange_rate.from is {rate.from_.upper()}, but {extends} is in {base.currency}"
+        )
+    for name in inherited:
+        merged[name] = getattr(base, name) * rate.rate
+        sources[name] = (
+            f"{base.source_of(name)}; converted from {getattr(base, name):,g} {base.currency} at "
+            f"{rate.rate:g} {cur} per {base.currency} ({rate.source}, {rate.date.isoformat()})"
+        )
+
+
 def _from_file(path: Path, catalog: Catalog | None, depth: int) -> CostProfile:
     data = read_profile_file(path)
     where = f"profile {path}"
+    _check_keys(data, where)
     extends = data.pop("extends", None)
-    user_fields = {k for k in data if k not in ("name", "description", "sources")}
+    user_fields = {k for k in data if k not in ("name", "description", "sources", "exchange_rate")}
     own_sources = data.get("sources", {})
     if not isinstance(own_sources, dict):
         raise InvalidInputError(
@@ -204,9 +287,18 @@ def _from_file(path: Path, catalog: Catalog | None, depth: int) -> CostProfile:
         if depth >= MAX_EXTENDS_DEPTH:
             raise InvalidInputError(f"{where}: extends: more than {MAX_EXTENDS_DEPTH} levels (a cycle?)")
         base_ref = extends if not _looks_like_path(extends) else str((path.parent / extends).resolve())
-        base = _load(base_ref, catalog, depth + 1)
+        try:
+            base = _load(base_ref, catalog, depth + 1)
+        except (InvalidInputError, NotFoundError) as exc:
+            raise type(exc)(f"{where}: extends: {exc.message}", hint=exc.hint) from exc
         merged = base.model_dump()
         sources = {k: v for k, v in base.sources.items() if k not in user_fields} | sources
+        _convert_currency(data, base, extends, merged, sources, user_fields, where)
+    elif "exchange_rate" in data:
+        raise InvalidInputError(
+            f"{where}: exchange_rate: applies only with extends (it converts the money fields a file "
+            "inherits from a profile in another currency)"
+        )
     merged.update(data)
     merged["sources"] = sources | {str(k): str(v) for k, v in own_sources.items()}
     merged.setdefault("name", path.stem)

@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from gpuledger.catalog.catalog import parse_yaml_mapping, read_yaml_mapping
-from gpuledger.errors import InvalidInputError
+from gpuledger.catalog.catalog import parse_yaml_mapping
+from gpuledger.errors import InvalidInputError, NotFoundError
 
 HOURS_PER_MONTH = 730.0  # 8760 h / 12: a deployment exists around the clock
 Mode = Literal["ownership", "rental"]
@@ -47,13 +47,29 @@ FIELD_UNITS: dict[str, str] = {
 }
 
 
+# A cost profile is a few hundred bytes; a file far larger is not one (and would cost seconds to parse).
+MAX_PROFILE_FILE_BYTES = 1_000_000
+# No real price, count or duration comes near this; a figure beyond it is a typo, and keeping every
+# input below it keeps every product of inputs finite (never "inf USD").
+MAX_FIGURE = 1e15
+MAX_NAME_CHARS = 200
+MAX_TEXT_CHARS = 2_000
+MAX_SOURCES = 64
+# Money fields are those whose unit is in the profile's currency (FIELD_UNITS is the one list).
+MONEY_FIELDS: tuple[str, ...] = tuple(k for k, unit in FIELD_UNITS.items() if "{cur}" in unit)
+_FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
 class CostProfile(BaseModel):
-    """A cost profile as written in YAML. See docs/cost.md for every field and formula."""
+    """A cost profile as written in YAML. See docs/cost.md for every field and formula.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    Every number must be finite (``.inf``/``.nan`` are refused when the profile is loaded) and at
+    most ``MAX_FIGURE``; texts are bounded (``name``, ``description``, ``sources``)."""
 
-    name: str = ""
-    description: str = ""
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    name: str = Field(default="", max_length=MAX_NAME_CHARS)
+    description: str = Field(default="", max_length=MAX_TEXT_CHARS)
     currency: str = "USD"
     # ownership
     gpu_price: float | None = Field(default=None, gt=0)
@@ -81,7 +97,21 @@ class CostProfile(BaseModel):
     # pricing input and output separately
     output_to_input_cost_ratio: float | None = Field(default=None, gt=0)
     # where each figure came from (field -> text); presets fill it, users may
-    sources: dict[str, str] = Field(default_factory=dict)
+    sources: dict[str, str] = Field(default_factory=dict, max_length=MAX_SOURCES)
+
+    @field_validator("*")
+    @classmethod
+    def _bounded(cls, value: Any) -> Any:
+        if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) > MAX_FIGURE:
+            raise ValueError(f"must be at most {MAX_FIGURE:g} (a figure this large is a typo)")
+        if isinstance(value, dict):
+            for key, text in value.items():
+                if len(str(key)) > MAX_NAME_CHARS or len(str(text)) > MAX_TEXT_CHARS:
+                    raise ValueError(
+                        f"each entry is at most {MAX_NAME_CHARS} characters of field name and "
+                        f"{MAX_TEXT_CHARS} of text"
+                    )
+        return value
 
     @field_validator("currency")
     @classmethod
@@ -144,16 +174,36 @@ def _close_field(name: str) -> str:
     return f"; did you mean {near[0]!r}?" if near else ""
 
 
+def is_field_name(key: object) -> bool:
+    """Could ``key`` be a field name at all (a short identifier)? Anything else in a file named as a
+    profile (a line of /etc/shadow, a blob) is not echoed back in messages."""
+    return isinstance(key, str) and _FIELD_NAME.fullmatch(key) is not None
+
+
+def unknown_field_error(key: object, where: str) -> InvalidInputError:
+    hint = ("units are part of the field names (electricity_per_kwh, amortisation_months, ...); "
+            "see docs/cost.md for the fields")
+    if not is_field_name(key):
+        return InvalidInputError(
+            f"{where}: a top-level key that is not a field name (not shown: a cost profile's keys are "
+            "short identifiers such as gpu_price)",
+            hint=hint,
+        )
+    return InvalidInputError(f"{where}: unknown field {key!r}{_close_field(str(key))}", hint=hint)
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:60]}… ({len(text) - 60:,} more characters)"
+
+
 def profile_error(exc: ValidationError, where: str) -> InvalidInputError:
-    """The first problem as one line naming the field, with its unit."""
+    """The first problem as one line naming the field, with its unit; the value it got is shown
+    (shortened) only for fields the profile has."""
     err = exc.errors()[0]
     field_name = ".".join(str(p) for p in err["loc"])
     if err["type"] == "extra_forbidden":
-        return InvalidInputError(
-            f"{where}: unknown field {field_name!r}{_close_field(field_name)}",
-            hint="units are part of the field names (electricity_per_kwh, amortisation_months, ...); "
-            "see docs/cost.md for the fields",
-        )
+        return unknown_field_error(err["loc"][0] if err["loc"] else field_name, where)
     msg = str(err["msg"]).removeprefix("Value error, ")
     if not field_name:
         # cross-field rules name their field first ("gpu_price: ...")
@@ -161,7 +211,7 @@ def profile_error(exc: ValidationError, where: str) -> InvalidInputError:
     got = err.get("input")
     unit = FIELD_UNITS.get(field_name, "").replace("{cur}", "the profile's currency")
     unit_txt = f" [{unit}]" if unit else ""
-    got_txt = f" (got {got!r})" if got is not None and not isinstance(got, dict) else ""
+    got_txt = f" (got {_shown(got)})" if got is not None and not isinstance(got, dict) else ""
     return InvalidInputError(f"{where}: {field_name}{unit_txt}: {msg}{got_txt}")
 
 
@@ -177,4 +227,27 @@ def profile_from_text(text: str, where: str) -> CostProfile:
 
 
 def read_profile_file(path: Path) -> dict[str, Any]:
-    return read_yaml_mapping(path, "cost profile")
+    """A profile file's mapping. Errors (one line, never the file's bytes): missing (NotFoundError),
+    unreadable, larger than ``MAX_PROFILE_FILE_BYTES``, not UTF-8 text, not YAML, not a mapping
+    (InvalidInputError)."""
+    what = f"cost profile {path}"
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_PROFILE_FILE_BYTES + 1)
+    except FileNotFoundError as exc:
+        raise NotFoundError(f"cost profile not found: {path}") from exc
+    except OSError as exc:
+        raise InvalidInputError(f"{what} cannot be read: {exc.strerror or exc}") from exc
+    if len(raw) > MAX_PROFILE_FILE_BYTES:
+        raise InvalidInputError(
+            f"{what}: larger than {MAX_PROFILE_FILE_BYTES:,} bytes; a cost profile is a short YAML file"
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(
+            f"{what}: not UTF-8 text (byte {exc.start:,} cannot be decoded; a binary file?)"
+        ) from None
+    if "\x00" in text:
+        raise InvalidInputError(f"{what}: contains NUL bytes (a binary file?)")
+    return parse_yaml_mapping(text, what)

@@ -4,7 +4,9 @@ report = run_doctor()                        # collect_facts + diagnose
 report.exit_code                             # 0 ok, 1 warnings, 2 errors
 report.to_json()                             # {"facts", "findings", "summary"}
 store_report(report, db_url)                 # the setup-labour ledger (DoctorRunRecord)
-setup_labour_hours(store.list_doctor_runs()) # per machine: hours from first error to all clear
+
+The ledger itself (per machine: hours from the first error to the first all-clear run) is computed by the
+cost code that prices it: ``gpuledger.cost.labour.setup_labour_hours(store.list_doctor_runs())``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from pathlib import Path
 from gpuledger.doctor.checks import diagnose
 from gpuledger.doctor.findings import Finding, exit_code
 from gpuledger.doctor.knowledge import KnowledgeBase, Rule, knowledge_base
-from gpuledger.doctor.labour import LabourEpisode, MachineLabour, setup_labour_hours
 from gpuledger.doctor.report import DoctorReport
 from gpuledger.facts import collect_facts
 from gpuledger.facts.runner import Runner
@@ -24,14 +25,11 @@ __all__ = [
     "DoctorReport",
     "Finding",
     "KnowledgeBase",
-    "LabourEpisode",
-    "MachineLabour",
     "Rule",
     "diagnose",
     "exit_code",
     "knowledge_base",
     "run_doctor",
-    "setup_labour_hours",
     "store_report",
 ]
 
@@ -55,6 +53,8 @@ def run_doctor(
 
 def store_report(report: DoctorReport, db_url: str | None) -> int:
     """File the run in the setup-labour ledger. Raises StoreError when the store is unusable."""
+    # Imported here, not at the top: SQLAlchemy and the store cost ~0.3 s to import, which a doctor run
+    # that files nothing (`--no-store`, `gpuledger run`'s check) should not pay (target: < 2 s wall).
     from gpuledger.store import open_store
 
     store = open_store(db_url)

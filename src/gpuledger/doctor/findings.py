@@ -7,8 +7,6 @@ from typing import Any
 
 from gpuledger.doctor.knowledge import LAYERS, Layer, Severity, fill, knowledge_base
 
-SEVERITY_ORDER: dict[Severity, int] = {"ok": 0, "info": 1, "warning": 2, "error": 3}
-
 
 @dataclass(slots=True)
 class Finding:

@@ -1,5 +1,6 @@
-"""The doctor's knowledge base (``data/knowledge_base.yaml``): rules, ROCm support lists, HSA override
-families, AMD device ids and PyTorch wheel indexes, loaded once and validated."""
+"""The doctor's knowledge base (``data/knowledge_base.yaml``): rules and PyTorch wheel indexes, loaded once
+and validated. The AMD reference data the checks compare against (ROCm support lists, HSA override families,
+AMD device ids) is catalog data: :mod:`gpuledger.catalog.amd`."""
 
 from __future__ import annotations
 
@@ -33,7 +34,6 @@ LAYER_TITLES: dict[Layer, str] = {
     "wsl": "6. WSL2",
     "applications": "7. Applications (Ollama)",
 }
-KB_FORMAT = "gpuledger.knowledge_base"
 KB_VERSION = 1
 
 
@@ -54,30 +54,6 @@ class Rule(_Model):
     kind: Literal["check", "guidance"] = "check"
 
 
-class RocmRelease(_Model):
-    version: str
-    confidence: Literal["reference", "documented", "recalled"]
-    source: str
-    targets: list[str]
-
-    @property
-    def key(self) -> tuple[int, ...]:
-        return version_tuple(self.version)
-
-
-class OverrideFamily(_Model):
-    family: str
-    value: str
-    base: str
-    targets: list[str]
-
-
-class AmdDevice(_Model):
-    name: str
-    gfx: str
-    source: str
-
-
 class PytorchIndexes(_Model):
     cuda: list[str]
     rocm: list[str]
@@ -88,9 +64,6 @@ class KnowledgeBase(_Model):
     version: int
     defaults: dict[str, str]
     rules: list[Rule]
-    rocm_support: list[RocmRelease]
-    hsa_override_families: list[OverrideFamily]
-    amd_devices: dict[str, AmdDevice]
     pytorch_indexes: PytorchIndexes
 
     def rule(self, rule_id: str) -> Rule:
@@ -101,72 +74,6 @@ class KnowledgeBase(_Model):
 
     def has(self, rule_id: str) -> bool:
         return any(rule.id == rule_id for rule in self.rules)
-
-    def amd_device(self, device_id: int | None) -> AmdDevice | None:
-        if device_id is None:
-            return None
-        return self.amd_devices.get(f"0x{device_id:04x}")
-
-    def rocm_release_for(self, version: str | None) -> RocmRelease | None:
-        """The newest listed release at or below ``version`` (``None`` version: the newest release)."""
-        ordered = sorted(self.rocm_support, key=lambda r: r.key, reverse=True)
-        if version is None:
-            return ordered[0] if ordered else None
-        wanted = version_tuple(version)
-        for release in ordered:
-            if release.key <= wanted:
-                return release
-        return None
-
-    def first_release_supporting(self, gfx: str) -> RocmRelease | None:
-        ordered = sorted(self.rocm_support, key=lambda r: r.key)
-        for release in ordered:
-            if gfx in release.targets:
-                return release
-        return None
-
-    def override_family(self, gfx: str) -> OverrideFamily | None:
-        for family in self.hsa_override_families:
-            if gfx in family.targets or gfx == family.base:
-                return family
-        return None
-
-
-def version_tuple(text: str) -> tuple[int, ...]:
-    """``"6.2.0-66"`` -> ``(6, 2, 0)``; non-numeric parts end the tuple."""
-    parts: list[int] = []
-    core = re.split(r"[-+~ ]", text.strip(), maxsplit=1)[0]
-    for piece in core.split("."):
-        if not piece.isdigit():
-            break
-        parts.append(int(piece))
-    return tuple(parts)
-
-
-def gfx_from_target_version(value: int) -> str | None:
-    """KFD ``gfx_target_version`` (major*10000 + minor*100 + stepping) -> ``gfx1100`` / ``gfx90a``."""
-    if value <= 0:
-        return None
-    major, rest = divmod(value, 10000)
-    minor, stepping = divmod(rest, 100)
-    return f"gfx{major}{minor}{stepping:x}"
-
-
-def gfx_from_override(value: str) -> str | None:
-    """``"10.3.0"`` -> ``gfx1030``; ``None`` when the value is not MAJOR.MINOR.STEPPING."""
-    match = re.fullmatch(r"\s*(\d{1,2})\.(\d{1,2})\.(\d{1,2})\s*", value)
-    if match is None:
-        return None
-    major, minor, stepping = (int(g) for g in match.groups())
-    return f"gfx{major}{minor}{stepping:x}"
-
-
-def gfx_family_key(gfx: str) -> str | None:
-    """``gfx1031`` -> ``gfx103`` (major + minor): targets that share it are one family."""
-    match = re.fullmatch(r"gfx(\d+)([0-9a-f])", gfx)
-    if match is None:
-        return None
-    return f"gfx{match.group(1)}"
 
 
 @lru_cache(maxsize=1)

@@ -22,6 +22,8 @@ def make_engine(
 ) -> Engine:
     """An HTTP engine by name (``openai`` or ``ollama``). The torch engine runs in-process and is
     driven by its own module, not through this factory."""
+    # Each engine module is imported when chosen: the HTTP engines load aiohttp and orjson (~0.25 s), which
+    # an in-process torch run (it needs only engines.base) need not pay.
     if kind == "openai":
         from gpuledger.engines.openai import OpenAIEngine
 

@@ -17,6 +17,68 @@ from gpuledger.records import RequestRecord, TokenSource
 # ``GenResult.error`` starts with this when the request could not reach the server at all.
 CANNOT_CONNECT = "cannot connect"
 
+# The largest token count a server may report (the store keeps counts as 32-bit integers).
+MAX_COUNT = 2**31 - 1
+# Slack on top of 2 x max_tokens: stop and end-of-sequence tokens, servers that count a little differently.
+TOKEN_SLACK = 64
+# A prompt of n characters is at most 4n UTF-8 bytes, and no tokenizer makes more tokens than bytes
+# (byte-level BPE, byte fallback); the slack covers a chat template and its special tokens.
+PROMPT_TEMPLATE_SLACK = 8192
+
+
+def output_token_bound(max_tokens: int) -> int:
+    """The most output tokens (and content chunks) believable for a request of ``max_tokens``:
+    ``2 × max_tokens + 64``. A server generates at most ``max_tokens``; the slack is for servers that
+    count stop tokens or chunk a little differently."""
+    return 2 * max(max_tokens, 0) + TOKEN_SLACK
+
+
+def in_count_range(value: object) -> bool:
+    """An integer (not a bool) in ``0 .. 2**31 - 1``: a count the store can keep."""
+    return type(value) is int and 0 <= value <= MAX_COUNT
+
+
+def implausible_output_count(value: object, *, max_tokens: int, chunks: int) -> str | None:
+    """Why a server's output token count (``usage.completion_tokens``, Ollama ``eval_count``) cannot be
+    believed, or None when it can. Believable: an integer (not a bool), ``0 <= n < 2**31``,
+    ``n <= 2 × max_tokens + 64`` (:func:`output_token_bound`), and ``n >= (chunks - 1) / 2`` — the client
+    received ``chunks`` content chunks, each one token or more, so a count under half of them is not
+    the count of this answer (one chunk of slack: a closing chunk that carried no token)."""
+    if type(value) is not int:
+        return f"{_short(value)} is not an integer"
+    if value < 0:
+        return f"{value} is negative"
+    if value > MAX_COUNT:
+        return f"{value} is 2^31 or more"
+    bound = output_token_bound(max_tokens)
+    if value > bound:
+        return f"{value} is over 2 × max_tokens + {TOKEN_SLACK} = {bound} (max_tokens={max_tokens})"
+    if 2 * value < chunks - 1:
+        return f"{value} is under half of the {chunks} content chunks received"
+    return None
+
+
+def implausible_input_count(value: object, *, prompt_chars: int) -> str | None:
+    """Why a server's prompt token count (``usage.prompt_tokens``, Ollama ``prompt_eval_count``) cannot
+    be believed, or None when it can. Believable: an integer (not a bool), ``0 <= n < 2**31``, and
+    ``n <= 4 × prompt characters + 8192`` (no tokenizer makes more tokens than UTF-8 bytes; the
+    slack covers a chat template)."""
+    if type(value) is not int:
+        return f"{_short(value)} is not an integer"
+    if value < 0:
+        return f"{value} is negative"
+    if value > MAX_COUNT:
+        return f"{value} is 2^31 or more"
+    bound = 4 * prompt_chars + PROMPT_TEMPLATE_SLACK
+    if value > bound:
+        return f"{value} is over 4 × {prompt_chars} prompt characters + {PROMPT_TEMPLATE_SLACK} = {bound}"
+    return None
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:40] + "…"
+
 
 @dataclass(slots=True)
 class GenRequest:
@@ -41,6 +103,12 @@ class GenRequest:
             return self.prompt
         return "\n".join(m.get("content", "") for m in self.messages)
 
+    def prompt_chars(self) -> int:
+        """Characters of the prompt (every message's content and role)."""
+        if self.messages is None:
+            return len(self.prompt)
+        return sum(len(m.get("content", "")) + len(m.get("role", "")) for m in self.messages)
+
 
 @dataclass(slots=True)
 class GenResult:
@@ -62,6 +130,10 @@ class GenResult:
     output_chars: int = 0
     text: str | None = None
     system_fingerprint: str | None = None
+    # What the engine noticed about this request and did about it (a server count it did not believe,
+    # a redirect it followed), one line each. Not part of the stored record: the engine also tallies
+    # them into the run's warnings (``HttpEngine.note_warnings``).
+    notes: list[str] = field(default_factory=list)
 
     def to_record(self, t0: float) -> RequestRecord:
         """The stored record. ``t_end`` is the last content token's arrival when one arrived (E2E's

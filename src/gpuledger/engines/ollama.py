@@ -3,8 +3,10 @@
 Ollama reports its own counts and durations on the final ``done: true`` line (``eval_count``,
 ``eval_duration``, ``prompt_eval_count``, ``prompt_eval_duration``, ``load_duration``,
 ``total_duration``, all durations in ns); they are kept per request in ``server_timings`` and compared
-with the client's timings in the summary. After the run ``/api/ps`` says where the model sits:
-``size_vram`` 0 means it ran on the CPU (seed §6: "Ollama falling back to CPU").
+with the client's timings in the summary. The counts are used when believable (the rules of
+``gpuledger.engines.base.implausible_output_count`` / ``implausible_input_count``, ``num_predict`` as
+``max_tokens``); else the client's count is, with a note. After the run ``/api/ps`` says where the model
+sits: ``size_vram`` 0 means it ran on the CPU (seed §6: "Ollama falling back to CPU").
 """
 
 from __future__ import annotations
@@ -14,8 +16,16 @@ from typing import Any
 import aiohttp
 import orjson
 
-from gpuledger.engines.base import GenRequest, GenResult, ServerInfo, Tokenizer
-from gpuledger.engines.http import HttpEngine, get_json
+from gpuledger.engines.base import (
+    GenRequest,
+    GenResult,
+    ServerInfo,
+    Tokenizer,
+    implausible_input_count,
+    implausible_output_count,
+    in_count_range,
+)
+from gpuledger.engines.http import HttpEngine, exc_text, get_json
 from gpuledger.engines.sse import OllamaStream
 
 _NS_TO_MS = 1e-6
@@ -55,9 +65,9 @@ def ollama_timings(final: dict[str, Any]) -> dict[str, Any]:
         out["decode_ms"] = decode
     if total is not None:
         out["total_ms"] = total
-    if isinstance(final.get("eval_count"), int):
+    if in_count_range(final.get("eval_count")):
         out["decode_tokens"] = final["eval_count"]
-    if isinstance(final.get("prompt_eval_count"), int):
+    if in_count_range(final.get("prompt_eval_count")):
         out["prefill_tokens"] = final["prompt_eval_count"]
     return out
 
@@ -100,16 +110,20 @@ class OllamaEngine(HttpEngine):
     def tokenizer(self) -> Tokenizer | None:
         return None  # Ollama has no tokenizer endpoint; its counts come with every response
 
+    def _init_state(self) -> None:
+        self._info = ServerInfo(kind="ollama")
+
     async def open(self, concurrency: int | None) -> ServerInfo:
         self.open_session(concurrency)
         status, obj = await self.probe("/api/version")
         tstatus, tags = await self.probe("/api/tags")
         if status != 200 or not isinstance(obj, dict) or "version" not in obj:
             raise await self.refuse(
-                f"{self.base_url} does not answer like an Ollama server (GET /api/version: HTTP {status})",
+                f"{self.display_url} does not answer like an Ollama server (GET /api/version: HTTP {status})",
                 hint="for vLLM, SGLang, llama.cpp or TGI use --engine openai",
             )
         info = ServerInfo(kind="ollama", version=str(obj["version"]), version_source="GET /api/version")
+        info.warnings.extend(self.probe_notes)
         models: list[str] = []
         if tstatus == 200 and isinstance(tags, dict) and isinstance(tags.get("models"), list):
             models = [str(m.get("name")) for m in tags["models"] if isinstance(m, dict) and m.get("name")]
@@ -123,7 +137,7 @@ class OllamaEngine(HttpEngine):
             self.model = models[0]
         elif models and self.model not in models and f"{self.model}:latest" not in models:
             raise await self.refuse(
-                f"model {self.model!r} is not on the Ollama server at {self.base_url}; "
+                f"model {self.model!r} is not on the Ollama server at {self.display_url}; "
                 f"it has: {', '.join(models)}",
                 hint=f"ollama pull {self.model}",
             )
@@ -131,6 +145,7 @@ class OllamaEngine(HttpEngine):
             "Ollama cannot force an output length (no ignore_eos): num_predict only caps it; "
             "requested vs received lengths are compared in the summary"
         )
+        self._info = info
         return info
 
     def _body(self, req: GenRequest) -> bytes:
@@ -146,26 +161,55 @@ class OllamaEngine(HttpEngine):
         return orjson.dumps(body)
 
     async def generate(self, req: GenRequest) -> GenResult:
-        chat = self._chat
-        st, res = await self.stream(req, self._body(req), lambda: OllamaStream(chat), require_stream=False)
+        chat, num_predict = self._chat, req.max_tokens
+        st, res = await self.stream(
+            req, self._body(req), lambda: OllamaStream(chat, num_predict), require_stream=False
+        )
         final = st.final
-        if final is not None and isinstance(final.get("eval_count"), int):
+        if final is not None:
             res.server_timings = ollama_timings(final)
-            res.output_tokens = final["eval_count"]
-            pe = final.get("prompt_eval_count")
-            res.input_tokens = pe if isinstance(pe, int) else req.input_tokens_hint
-            res.token_source = "server_usage"
-        else:
+        if final is not None and "eval_count" in final:
+            chunks = len(st.chunk_times)
+            why = implausible_output_count(final["eval_count"], max_tokens=req.max_tokens, chunks=chunks)
+            if why is None:
+                res.output_tokens = final["eval_count"]
+                res.token_source = "server_usage"
+                res.input_tokens = self._input_count(req, res, final.get("prompt_eval_count"))
+                return res
             res.output_tokens = len(st.chunk_times)
             res.input_tokens = req.input_tokens_hint
+            used = f"the client's count ({res.output_tokens}) was used"
+            self.note(req, res, "eval_count", f"Ollama's eval_count {why}: {used}")
+            return res
+        res.output_tokens = len(st.chunk_times)
+        res.input_tokens = req.input_tokens_hint
         return res
+
+    def _input_count(self, req: GenRequest, res: GenResult, value: object) -> int | None:
+        """Ollama's ``prompt_eval_count`` when believable, else the client's (the dataset's) count."""
+        if value is None:
+            return req.input_tokens_hint
+        why = implausible_input_count(value, prompt_chars=req.prompt_chars())
+        if why is None and isinstance(value, int):
+            return value
+        used = f"the client's count ({req.input_tokens_hint}) was used"
+        self.note(req, res, "prompt_eval_count", f"Ollama's prompt_eval_count {why}: {used}")
+        return req.input_tokens_hint
 
     async def after_run(self) -> dict[str, Any]:
         """Where the model sits now (``/api/ps``), with a warning when it is (partly) on the CPU."""
+        out = await self._placement()
+        # The run's warnings: those of the start, where the model sat, what the requests showed.
+        warnings = [*out.pop("warnings", []), *self.note_warnings()]
+        if warnings:
+            out["warnings"] = [*self._info.warnings, *warnings]
+        return out
+
+    async def _placement(self) -> dict[str, Any]:
         try:
-            status, ps = await get_json(self.session, self.base_url + "/api/ps", headers=self._auth)
+            status, ps = await get_json(self.session, self.server_url.url("/api/ps"), headers=self._auth)
         except (aiohttp.ClientError, TimeoutError) as exc:
-            return {"placement_error": f"GET /api/ps failed: {exc or type(exc).__name__}"}
+            return {"placement_error": f"GET /api/ps failed: {exc_text(exc)}"}
         if status != 200 or not isinstance(ps, dict):
             return {"placement_error": f"GET /api/ps: HTTP {status}"}
         pl = placement(ps, self.model or "")

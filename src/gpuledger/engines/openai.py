@@ -3,8 +3,10 @@
 One ``aiohttp.ClientSession`` per run (connector limit = the run's concurrency). The server is
 identified first (``/v1/models`` owner, then ``/get_server_info``, ``/info``, ``/props``,
 ``/version``, ``/api/version``) so that ``ignore_eos`` / ``min_tokens`` / continuous usage are only
-sent where the server accepts them. Token counts: the server's usage when reported; else the
-server's own tokenizer endpoint (vLLM and llama.cpp ``/tokenize``); else the client's chunk count.
+sent where the server accepts them. Token counts: the server's usage when reported and believable
+(``gpuledger.engines.base.implausible_output_count`` / ``implausible_input_count``; a count that is not is
+replaced by the client's, with a note on the request and a warning on the run); else the server's own
+tokenizer endpoint (vLLM and llama.cpp ``/tokenize``); else the client's chunk count.
 """
 
 from __future__ import annotations
@@ -14,10 +16,19 @@ from typing import Any
 import aiohttp
 import orjson
 
-from gpuledger.engines.base import GenRequest, GenResult, ServerInfo, Tokenizer
-from gpuledger.engines.http import PROBE_TIMEOUT_S, HttpEngine, get_json, http_error_text
+from gpuledger.engines.base import (
+    GenRequest,
+    GenResult,
+    ServerInfo,
+    Tokenizer,
+    implausible_input_count,
+    implausible_output_count,
+    in_count_range,
+)
+from gpuledger.engines.http import PROBE_TIMEOUT_S, HttpEngine, exc_text, get_json, http_error_text
 from gpuledger.engines.sse import OpenAIStream
 from gpuledger.errors import EngineError
+from gpuledger.urls import ServerUrl, parse_server_url
 
 # Servers that honour the length-control and usage extensions (checked against their APIs).
 _IGNORE_EOS = {"vllm", "sglang", "llamacpp"}
@@ -26,13 +37,19 @@ _CONTINUOUS_USAGE = {"vllm", "sglang"}
 
 
 class ServerTokenizer:
-    """vLLM (``/tokenize`` + ``/detokenize`` with ``model``) or llama.cpp (``content`` / ``tokens``)."""
+    """vLLM (``/tokenize`` + ``/detokenize`` with ``model``) or llama.cpp (``content`` / ``tokens``), at
+    ``server`` (a :class:`ServerUrl`, or a base URL)."""
 
     def __init__(
-        self, session: aiohttp.ClientSession, base_url: str, kind: str, model: str, headers: dict[str, str]
+        self,
+        session: aiohttp.ClientSession,
+        server: ServerUrl | str,
+        kind: str,
+        model: str,
+        headers: dict[str, str],
     ) -> None:
         self._session = session
-        self._base = base_url
+        self._server = server if isinstance(server, ServerUrl) else parse_server_url(server)
         self._kind = kind
         self._model = model
         self._headers = {**headers, "Content-Type": "application/json"}
@@ -40,16 +57,17 @@ class ServerTokenizer:
     async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         try:
             async with self._session.post(
-                self._base + path,
+                self._server.url(path),
                 data=orjson.dumps(body),
                 headers=self._headers,
                 timeout=aiohttp.ClientTimeout(total=PROBE_TIMEOUT_S),
+                allow_redirects=False,
             ) as resp:
                 raw = await resp.read()
                 if resp.status != 200:
                     raise EngineError(f"tokenizer endpoint {path}: {http_error_text(resp.status, raw)}")
         except (aiohttp.ClientError, TimeoutError) as exc:
-            raise EngineError(f"tokenizer endpoint {path}: {exc or type(exc).__name__}") from exc
+            raise EngineError(f"tokenizer endpoint {path}: {exc_text(exc)}") from exc
         try:
             obj = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
@@ -84,9 +102,9 @@ class ServerTokenizer:
 
 
 async def identify_server(
-    session: aiohttp.ClientSession, base: str, headers: dict[str, str], owner: str | None
+    session: aiohttp.ClientSession, server: ServerUrl, headers: dict[str, str], owner: str | None
 ) -> ServerInfo:
-    """Who is serving? Each engine family exposes a distinctive endpoint."""
+    """Who is serving? Each engine family exposes a distinctive endpoint (a redirect is no answer)."""
     info = ServerInfo()
     owner = (owner or "").lower()
     probes: list[tuple[str, str]] = [
@@ -100,7 +118,7 @@ async def identify_server(
     probes.sort(key=lambda p: 0 if p[0] in owner else 1)
     for kind, path in probes:
         try:
-            status, obj = await get_json(session, base + path, headers=headers)
+            status, obj = await get_json(session, server.url(path), headers=headers)
         except (aiohttp.ClientError, TimeoutError):
             continue
         if status != 200 or not isinstance(obj, dict):
@@ -163,7 +181,7 @@ class OpenAIEngine(HttpEngine):
         status, obj = await self.probe("/v1/models")
         if status in (401, 403):
             raise await self.refuse(
-                f"the server at {self.base_url} refused the API key (HTTP {status})",
+                f"the server at {self.display_url} refused the API key (HTTP {status})",
                 hint="put the key in an environment variable and name it with --api-key-env",
             )
         models: list[str] = []
@@ -173,18 +191,19 @@ class OpenAIEngine(HttpEngine):
                 if isinstance(m, dict) and m.get("id"):
                     models.append(str(m["id"]))
                     owner = owner or (str(m["owned_by"]) if m.get("owned_by") else None)
-        info = await identify_server(session, self.base_url, self._auth, owner)
+        info = await identify_server(session, self.server_url, self._auth, owner)
         info.models = models
+        info.warnings.extend(self.probe_notes)
         if self.model is None:
             if not models:
                 raise await self.refuse(
-                    f"the server at {self.base_url} lists no model and --model was not given",
+                    f"the server at {self.display_url} lists no model and --model was not given",
                     hint="pass --model NAME",
                 )
             self.model = models[0]
         elif models and self.model not in models and info.kind in ("vllm", "sglang"):
             raise await self.refuse(
-                f"model {self.model!r} is not served at {self.base_url}; it serves: {', '.join(models)}"
+                f"model {self.model!r} is not served at {self.display_url}; it serves: {', '.join(models)}"
             )
         if info.kind == "llamacpp":
             # llama-server closes the connection after each stream while announcing keep-alive: do not
@@ -193,7 +212,7 @@ class OpenAIEngine(HttpEngine):
         if info.accepts_continuous_usage:
             self._stream_options = {"include_usage": True, "continuous_usage_stats": True}
         if info.tokenizer_endpoint:
-            self._tokenizer = ServerTokenizer(session, self.base_url, info.kind, self.model, self._auth)
+            self._tokenizer = ServerTokenizer(session, self.server_url, info.kind, self.model, self._auth)
         self._info = info
         return info
 
@@ -218,8 +237,10 @@ class OpenAIEngine(HttpEngine):
         return orjson.dumps(body)
 
     async def generate(self, req: GenRequest) -> GenResult:
-        chat = self._chat
-        st, res = await self.stream(req, self._body(req), lambda: OpenAIStream(chat), require_stream=True)
+        chat, max_tokens = self._chat, req.max_tokens
+        st, res = await self.stream(
+            req, self._body(req), lambda: OpenAIStream(chat, max_tokens), require_stream=True
+        )
         res.system_fingerprint = st.fingerprint
         if st.continuous and any(k != 1 for k in st.chunk_tokens):
             res.chunk_tokens = st.chunk_tokens  # exact per-chunk counts; None means one token each
@@ -228,12 +249,24 @@ class OpenAIEngine(HttpEngine):
         if st.timings:
             res.server_timings = llamacpp_timings(st.timings)
         usage = st.usage
-        if usage and isinstance(usage.get("completion_tokens"), int):
-            res.output_tokens = usage["completion_tokens"]
-            pt = usage.get("prompt_tokens")
-            res.input_tokens = pt if isinstance(pt, int) else req.input_tokens_hint
-            res.token_source = "server_usage"
-        elif res.error is None and self._tokenizer is not None:
+        if st.usage_note is not None:
+            self.note(req, res, "usage", st.usage_note)
+            usage = None
+        if usage and "completion_tokens" in usage:
+            # The server's counts, when they can be believed (base.implausible_*_count); else the client's.
+            why = implausible_output_count(
+                usage["completion_tokens"], max_tokens=req.max_tokens, chunks=len(st.chunk_times)
+            )
+            if why is None:
+                res.output_tokens = usage["completion_tokens"]
+                res.token_source = "server_usage"
+                res.input_tokens = self._input_count(req, res, usage.get("prompt_tokens"))
+            else:
+                res.output_tokens = st.tokens_counted
+                res.input_tokens = req.input_tokens_hint
+                used = f"the client's count ({res.output_tokens}) was used"
+                self.note(req, res, "completion_tokens", f"the server's completion_tokens {why}: {used}")
+        elif st.usage_note is None and res.error is None and self._tokenizer is not None:
             text = "".join(st.texts)
             try:
                 res.output_tokens = len(await self._tokenizer.tokenize(text, add_special=False))
@@ -250,8 +283,27 @@ class OpenAIEngine(HttpEngine):
             res.input_tokens = req.input_tokens_hint
         return res
 
+    def _input_count(self, req: GenRequest, res: GenResult, value: object) -> int | None:
+        """The server's ``prompt_tokens`` when believable, else the client's (the dataset's) count."""
+        if value is None:
+            return req.input_tokens_hint
+        why = implausible_input_count(value, prompt_chars=req.prompt_chars())
+        if why is None and isinstance(value, int):
+            return value
+        self.note(
+            req,
+            res,
+            "prompt_tokens",
+            f"the server's prompt_tokens {why}: the client's count ({req.input_tokens_hint}) was used",
+        )
+        return req.input_tokens_hint
+
     async def after_run(self) -> dict[str, Any]:
-        return {"system_fingerprint": self.fingerprint} if self.fingerprint else {}
+        out: dict[str, Any] = {"system_fingerprint": self.fingerprint} if self.fingerprint else {}
+        notes = self.note_warnings()
+        if notes:
+            out["warnings"] = [*self._info.warnings, *notes]
+        return out
 
 
 def llamacpp_timings(tm: dict[str, Any]) -> dict[str, Any]:
@@ -261,8 +313,8 @@ def llamacpp_timings(tm: dict[str, Any]) -> dict[str, Any]:
         out["prefill_ms"] = float(tm["prompt_ms"])
     if isinstance(tm.get("predicted_ms"), int | float):
         out["decode_ms"] = float(tm["predicted_ms"])
-    if isinstance(tm.get("predicted_n"), int):
+    if in_count_range(tm.get("predicted_n")):
         out["decode_tokens"] = tm["predicted_n"]
-    if isinstance(tm.get("prompt_n"), int):
+    if in_count_range(tm.get("prompt_n")):
         out["prefill_tokens"] = tm["prompt_n"]
     return out

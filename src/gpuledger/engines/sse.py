@@ -14,6 +14,20 @@ Which chunks are tokens (DESIGN.md: "TTFT: first content token received"):
   (``delta.role`` present). An empty text is a real token: the bytes of an incomplete UTF-8
   character (vLLM streams those with byte-level tokenizers) or an unprintable end-of-sequence token
   on the finish chunk — except when the final usage shows that the finish chunk carried no token.
+* The answer ends at the choice's ``finish_reason``: later chunks carry no content (their usage,
+  fingerprint and timings are still read). The stream ends at ``data: [DONE]``: nothing after it is
+  read. A cumulative ``completion_tokens`` that is not an integer, goes down, or passes the request's
+  bound (below) is not believed: per-chunk usage is dropped for the whole request (``usage_note``
+  says why) and the chunks count one token each.
+
+Bounds (every stream is bounded; the request fails with the reason and the connection is closed):
+
+* a line (one event, or one NDJSON object) of more than ``max_line_bytes`` (``MAX_LINE_BYTES``, 8 MiB):
+  ``"SSE line over N bytes"``. Lines are kept as a list of the reads' bytes until their newline
+  arrives, so a long line costs one copy, not one per read;
+* with ``max_tokens`` (what the engines pass): more than ``2 × max_tokens + 64`` content chunks
+  (``gpuledger.engines.base.output_token_bound``), or more than ``max_line_bytes + 4096 × that``
+  bytes in all: ``"endless stream: ..."``.
 """
 
 from __future__ import annotations
@@ -22,8 +36,72 @@ from typing import Any
 
 import orjson
 
+from gpuledger.engines.base import MAX_COUNT, output_token_bound
+
 _loads = orjson.loads
 _JSONDecodeError = orjson.JSONDecodeError
+
+MAX_LINE_BYTES = 8 * 1024 * 1024
+BYTES_PER_CHUNK = 4096  # per content chunk allowed by the byte bound (a chunk event is ~100-500 bytes)
+
+
+def stream_bounds(max_tokens: int | None, max_line_bytes: int, max_bytes: int | None) -> tuple[int, int]:
+    """(most content chunks, most bytes) for a request of ``max_tokens`` (``MAX_COUNT`` each when None);
+    an explicit ``max_bytes`` replaces the derived byte bound."""
+    if max_tokens is None:
+        return MAX_COUNT, max_bytes if max_bytes is not None else 2**62
+    chunks = output_token_bound(max_tokens)
+    return chunks, max_bytes if max_bytes is not None else max_line_bytes + BYTES_PER_CHUNK * chunks
+
+
+class _Lines:
+    """Splits reads into lines without copying a line once per read: the pieces of an unfinished line
+    are kept in a list (``pend``) and joined once, when its newline arrives. :meth:`split` returns the
+    complete lines of a read that come before any line over ``max_line`` bytes; ``too_long`` then says
+    that such a line (finished or not) followed them. (``OpenAIStream.feed`` does the same inline.)"""
+
+    __slots__ = ("max_line", "pend", "pend_len", "too_long")
+
+    def __init__(self, max_line: int) -> None:
+        self.max_line = max_line
+        self.pend: list[bytes] = []
+        self.pend_len = 0
+        self.too_long = False
+
+    def split(self, data: bytes) -> list[bytes]:
+        pend = self.pend
+        if b"\n" not in data:
+            pend.append(data)
+            self.pend_len += len(data)
+            self.too_long = self.pend_len > self.max_line
+            return []
+        if pend:
+            data = pend[0] + data if len(pend) == 1 else b"".join(pend) + data
+            pend.clear()
+        lines = data.split(b"\n")
+        rest = lines.pop()
+        self.pend_len = len(rest)
+        if rest:
+            pend.append(rest)
+        if len(data) > self.max_line:
+            lines, self.too_long = _before_long(lines, self.max_line, self.pend_len)
+        return lines
+
+    def rest(self) -> bytes:
+        """The unfinished last line (the body ended without its newline), taken out."""
+        rest = b"".join(self.pend)
+        self.pend.clear()
+        self.pend_len = 0
+        return rest
+
+
+def _before_long(lines: list[bytes], cap: int, pending: int) -> tuple[list[bytes], bool]:
+    """The lines before the first one over ``cap`` bytes, and whether there is one (or the unfinished
+    last line, ``pending`` bytes so far, is over it)."""
+    for i, line in enumerate(lines):
+        if len(line) > cap:
+            return lines[:i], True
+    return lines, pending > cap
 
 
 def _error_text(obj: dict[str, Any]) -> str:
@@ -44,13 +122,20 @@ class OpenAIStream:
     """Accumulates one OpenAI-compatible SSE stream (``/v1/completions`` or ``/v1/chat/completions``).
 
     ``chunk_tokens`` is filled only when the server sends cumulative usage on every chunk (otherwise
-    every content chunk is one token and it stays empty)."""
+    every content chunk is one token and it stays empty). ``max_tokens`` (the request's) bounds the
+    stream (module docstring); ``max_line_bytes`` and ``max_bytes`` override the bounds (tests)."""
 
     __slots__ = (
-        "_buf",
+        "_bytes",
         "_chat",
         "_empty_finish_at",
         "_last_ct",
+        "_max_bytes",
+        "_max_chunks",
+        "_buf",
+        "_max_line",
+        "_pending",
+        "_pieces",
         "_t",
         "chunk_times",
         "chunk_tokens",
@@ -59,16 +144,32 @@ class OpenAIStream:
         "error",
         "finish_reason",
         "fingerprint",
+        "max_tokens",
+        "stopped",
+        "tail",
         "texts",
         "timings",
         "usage",
+        "usage_note",
     )
 
-    def __init__(self, chat: bool) -> None:
-        self._buf = b""
+    def __init__(
+        self,
+        chat: bool,
+        max_tokens: int | None = None,
+        *,
+        max_line_bytes: int = MAX_LINE_BYTES,
+        max_bytes: int | None = None,
+    ) -> None:
+        self._bytes = 0
         self._chat = chat
         self._empty_finish_at = -1
         self._last_ct = 0
+        self._max_line = max_line_bytes
+        self._buf = b""  # the unfinished last line ...
+        self._pieces: list[bytes] = []  # ... and the reads that continued it since (none usually)
+        self._pending = 0  # bytes in _pieces
+        self._max_chunks, self._max_bytes = stream_bounds(max_tokens, max_line_bytes, max_bytes)
         self._t = 0.0
         self.chunk_times: list[float] = []
         self.chunk_tokens: list[int] = []
@@ -77,22 +178,56 @@ class OpenAIStream:
         self.error: str | None = None
         self.finish_reason: str | None = None
         self.fingerprint: str | None = None
+        self.max_tokens = max_tokens
+        self.stopped = False
+        self.tail = False
         self.texts: list[str] = []
         self.timings: dict[str, Any] | None = None
         self.usage: dict[str, Any] | None = None
+        self.usage_note: str | None = None
+
+    def _fail(self, error: str) -> None:
+        self.error = error
+        self._stop()
+
+    def _stop(self) -> None:
+        self.stopped = self.tail = True
+        self._max_bytes = -1  # feed reads nothing more
 
     def feed(self, data: bytes, t: float) -> int:
         """Consume one network read that arrived at ``t``. Returns the number of content chunks in it.
-        After an error event or a malformed payload, ``error`` is set and the rest is ignored."""
+        After ``[DONE]``, an error event, a malformed payload or a bound, the rest is ignored."""
+        received = self._bytes + len(data)
+        if received > self._max_bytes:  # also after a stop, which sets the bound to -1
+            if not self.stopped:
+                self._fail(f"endless stream: over {self._max_bytes} bytes for max_tokens={self.max_tokens}")
+            return 0
+        self._bytes = received
         self._t = t
-        if self._buf:
-            data = self._buf + data
+        # Lines: the unfinished last line waits in _buf; while it goes on without a newline, the reads
+        # are kept in _pieces and joined once (not copied once per read). This is the hot path.
+        buf = self._buf
+        if buf:
+            if b"\n" not in data:
+                return self._longer(data)
+            if self._pieces:
+                data = b"".join([buf, *self._pieces, data])
+                self._pieces.clear()
+                self._pending = 0
+            else:
+                data = buf + data
         lines = data.split(b"\n")
         self._buf = lines.pop()
+        too_long = False
+        if len(data) > self._max_line:
+            lines, too_long = _before_long(lines, self._max_line, len(self._buf))
         n = 0
         chat = self._chat
-        add_time = self.chunk_times.append
+        times = self.chunk_times
+        add_time = times.append
         add_text = self.texts.append
+        max_chunks = self._max_chunks
+        answering = self.finish_reason is None  # after the finish no chunk is content
         for line in lines:
             if not line or not line.startswith(b"data:"):
                 continue  # blank separators, ": comments", "event:" / "id:" lines
@@ -102,18 +237,19 @@ class OpenAIStream:
                 payload = line[5:].strip()
                 if payload == b"[DONE]":
                     self.done = True
-                    continue
-                self.error = f"malformed JSON in stream: {_clip(payload)!r}"
+                    self._stop()
+                    return n
+                self._fail(f"malformed JSON in stream: {_clip(payload)!r}")
                 return n
             if type(obj) is not dict:
-                self.error = f"unexpected stream payload: {_clip(line[5:].strip())!r}"
+                self._fail(f"unexpected stream payload: {_clip(line[5:].strip())!r}")
                 return n
             try:
                 choices = obj.get("choices")
                 usage = obj.get("usage")
                 if usage is not None and type(usage) is not dict:
                     raise TypeError("usage is not an object")
-                if choices:
+                if choices and answering:
                     c = choices[0]
                     fr = c.get("finish_reason")
                     role = False
@@ -135,35 +271,53 @@ class OpenAIStream:
                         raise TypeError("the chunk's text is not a string")
                     if text:
                         add_text(text)
-                    if usage and (fr is None or self.continuous) and "completion_tokens" in usage:
+                    if (
+                        usage
+                        and (fr is None or self.continuous)
+                        and "completion_tokens" in usage
+                        and self.usage_note is None
+                        and (
+                            type(ct := usage["completion_tokens"]) is int
+                            and self._last_ct <= ct <= max_chunks
+                            or self._drop_usage(ct)  # not believed: False, and the text rule below
+                        )
+                    ):
                         # Cumulative usage on every chunk: exact tokens per chunk. (Usage that first
                         # appears on the finish chunk is a final total, as llama.cpp sends it.)
                         if not self.continuous:
                             self.continuous = True
-                            self.chunk_tokens = [1] * len(self.chunk_times)
-                        ct = usage["completion_tokens"]
+                            self.chunk_tokens = [1] * len(times)
                         k = ct - self._last_ct
                         self._last_ct = ct
                         if k > 0:
+                            if len(times) >= max_chunks:
+                                self._fail(self._endless())
+                                return n
                             add_time(t)
                             self.chunk_tokens.append(k)
                             n += 1
                     elif text is not None and (text or not role):
+                        if len(times) >= max_chunks:
+                            self._fail(self._endless())
+                            return n
                         add_time(t)
                         if self.continuous:
                             self.chunk_tokens.append(1)
                         n += 1
                         if not text and fr is not None:
-                            self._empty_finish_at = len(self.chunk_times)
+                            self._empty_finish_at = len(times)
                     if fr is None:
                         if usage:
                             self.usage = usage
                         continue
                     self.finish_reason = fr
-                elif "error" in obj or obj.get("object") == "error":
-                    self.error = f"server error event: {_error_text(obj)}"
+                    self.tail = True
+                    answering = False
+                elif not choices and ("error" in obj or obj.get("object") == "error"):
+                    self._fail(f"server error event: {_error_text(obj)}")
                     return n
-                # The end of the stream (finish or usage-only chunks): totals and server details.
+                # The end of the answer (the finish chunk, usage-only chunks, anything after the
+                # finish): totals and server details, no content.
                 if usage:
                     self.usage = usage
                 if self.fingerprint is None:
@@ -175,15 +329,50 @@ class OpenAIStream:
                     self.timings = tm
             except (AttributeError, TypeError, KeyError, IndexError):
                 # A payload of the wrong shape ("choices" not a list of objects, a text that is not a
-                # string, non-numeric usage): the request fails with it, the run goes on.
-                self.error = f"malformed stream event: {_clip(line[5:].strip())!r}"
+                # string, non-object usage): the request fails with it, the run goes on.
+                self._fail(f"malformed stream event: {_clip(line[5:].strip())!r}")
                 return n
+        if too_long:
+            self._fail(f"SSE line over {self._max_line} bytes: the stream was stopped")
         return n
+
+    def _longer(self, data: bytes) -> int:
+        """A read that continues the unfinished line without ending it."""
+        self._pieces.append(data)
+        self._pending += len(data)
+        if len(self._buf) + self._pending > self._max_line:
+            self._fail(f"SSE line over {self._max_line} bytes: the stream was stopped")
+        return 0
+
+    def _endless(self) -> str:
+        return f"endless stream: over {self._max_chunks} content chunks for max_tokens={self.max_tokens}"
+
+    def _drop_usage(self, ct: object) -> bool:
+        """A cumulative count that cannot be right: per-chunk usage is not used for this request.
+        Returns False (the chunk is then counted by its text)."""
+        shown = repr(ct) if len(repr(ct)) <= 40 else repr(ct)[:40] + "…"
+        if type(ct) is not int:
+            why = "is not an integer"
+        elif ct < self._last_ct:
+            why = f"went down (from {self._last_ct})"
+        else:
+            why = f"is over {self._max_chunks} (2 × max_tokens + 64, max_tokens={self.max_tokens})"
+        self.usage_note = (
+            f"the server's per-chunk usage was not believed: completion_tokens {shown} {why}; "
+            "its counts were not used"
+        )
+        if self.continuous:
+            self.continuous = False
+            self.chunk_tokens = []
+        return False
 
     def finish(self) -> None:
         """The body ended. Parse a last line that came without a newline; flag a cut stream."""
-        if self._buf and self.error is None:
-            rest, self._buf = self._buf, b""
+        rest = b"".join([self._buf, *self._pieces])
+        if rest and not self.stopped:
+            self._buf = b""
+            self._pieces.clear()
+            self._bytes -= len(rest) + 1  # counted on arrival already; the newline is ours
             self.feed(rest + b"\n", self._t)
         if self.error is None and not self.done and self.finish_reason is None:
             self.error = "stream ended before completion (no finish_reason and no [DONE])"
@@ -217,27 +406,69 @@ class OllamaStream:
     """Accumulates one Ollama native NDJSON stream (``/api/generate`` or ``/api/chat``).
 
     Every ``done: false`` line with text is one token (Ollama emits one line per decoded token);
-    the ``done: true`` line carries the server's counts and durations."""
+    the ``done: true`` line carries the server's counts and durations and ends the stream (nothing
+    after it is read). Bounded like :class:`OpenAIStream` (``max_tokens`` is ``num_predict``)."""
 
-    __slots__ = ("_buf", "_chat", "_t", "chunk_times", "done", "error", "final", "output_chars", "texts")
+    __slots__ = (
+        "_bytes",
+        "_chat",
+        "_lines",
+        "_max_bytes",
+        "_max_chunks",
+        "_t",
+        "chunk_times",
+        "done",
+        "error",
+        "final",
+        "max_tokens",
+        "output_chars",
+        "stopped",
+        "tail",
+        "texts",
+    )
 
-    def __init__(self, chat: bool) -> None:
-        self._buf = b""
+    def __init__(
+        self,
+        chat: bool,
+        max_tokens: int | None = None,
+        *,
+        max_line_bytes: int = MAX_LINE_BYTES,
+        max_bytes: int | None = None,
+    ) -> None:
+        self._bytes = 0
         self._chat = chat
+        self._lines = _Lines(max_line_bytes)
+        self._max_chunks, self._max_bytes = stream_bounds(max_tokens, max_line_bytes, max_bytes)
         self._t = 0.0
         self.chunk_times: list[float] = []
         self.done = False
         self.error: str | None = None
         self.final: dict[str, Any] | None = None
+        self.max_tokens = max_tokens
         self.output_chars = 0
+        self.stopped = False
+        self.tail = False
         self.texts: list[str] = []
 
+    def _fail(self, error: str) -> None:
+        self.error = error
+        self.stopped = self.tail = True
+
     def feed(self, data: bytes, t: float) -> int:
+        if self.stopped:
+            return 0
         self._t = t
-        if self._buf:
-            data = self._buf + data
-        lines = data.split(b"\n")
-        self._buf = lines.pop()
+        self._bytes += len(data)
+        if self._bytes > self._max_bytes:
+            self._fail(f"endless stream: over {self._max_bytes} bytes for num_predict={self.max_tokens}")
+            return 0
+        splitter = self._lines
+        n = self._events(splitter.split(data), t)
+        if splitter.too_long and not self.stopped:
+            self._fail(f"NDJSON line over {splitter.max_line} bytes: the stream was stopped")
+        return n
+
+    def _events(self, lines: list[bytes], t: float) -> int:
         n = 0
         for line in lines:
             if not line.strip():
@@ -245,27 +476,33 @@ class OllamaStream:
             try:
                 obj = _loads(line)
             except _JSONDecodeError:
-                self.error = f"malformed JSON in stream: {_clip(line)!r}"
+                self._fail(f"malformed JSON in stream: {_clip(line)!r}")
                 return n
             if type(obj) is not dict:
-                self.error = f"unexpected stream line: {_clip(line)!r}"
+                self._fail(f"unexpected stream line: {_clip(line)!r}")
                 return n
             if "error" in obj:
-                self.error = f"server error event: {_error_text(obj)}"
+                self._fail(f"server error event: {_error_text(obj)}")
                 return n
             if obj.get("done"):
-                self.done = True
+                self.done = self.stopped = self.tail = True
                 self.final = obj
-                continue
+                return n
             if self._chat:
                 msg = obj.get("message")
                 text = msg.get("content") if type(msg) is dict else None
             else:
                 text = obj.get("response")
             if text is not None and type(text) is not str:
-                self.error = f"malformed stream line: {_clip(line)!r}"
+                self._fail(f"malformed stream line: {_clip(line)!r}")
                 return n
             if text is not None:
+                if len(self.chunk_times) >= self._max_chunks:
+                    self._fail(
+                        f"endless stream: over {self._max_chunks} content lines "
+                        f"for num_predict={self.max_tokens}"
+                    )
+                    return n
                 self.chunk_times.append(t)
                 if text:
                     self.output_chars += len(text)
@@ -274,8 +511,8 @@ class OllamaStream:
         return n
 
     def finish(self) -> None:
-        if self._buf and self.error is None:
-            rest, self._buf = self._buf, b""
-            self.feed(rest + b"\n", self._t)
+        rest = self._lines.rest()
+        if rest and not self.stopped:
+            self._events([rest], self._t)
         if self.error is None and not self.done:
             self.error = "stream ended before completion (no done:true line)"

@@ -23,9 +23,11 @@ from json import JSONDecodeError
 from pathlib import Path
 from typing import TypeVar
 
+from gpuledger.catalog.amd import amd_reference
 from gpuledger.facts.amd import collect_amd, normalise_bdf
 from gpuledger.facts.containers import collect_containers
-from gpuledger.facts.frameworks import collect_frameworks
+from gpuledger.facts.cpu import cpu_model_from_cpuinfo
+from gpuledger.facts.frameworks import collect_frameworks, torch_from_files
 from gpuledger.facts.fs import RootFS
 from gpuledger.facts.kernel import collect_kernel
 from gpuledger.facts.model import (
@@ -50,6 +52,7 @@ from gpuledger.facts.ollama import DEFAULT_OLLAMA_URL, collect_ollama
 from gpuledger.facts.pci import collect_pci
 from gpuledger.facts.runner import CappedRunner, CommandResult, Runner, SubprocessRunner
 from gpuledger.facts.wsl import collect_wsl
+from gpuledger.urls import redact_env
 
 __all__ = [
     "DEFAULT_OLLAMA_URL",
@@ -123,13 +126,12 @@ def collect_system(fs: RootFS, env: Mapping[str, str], identity: Identity, live:
                 break
     facts.arch = platform.machine() if live else None
     cpuinfo = fs.read_text("proc/cpuinfo") or ""
-    model = re.search(r"^model name\s*:\s*(.+)$", cpuinfo, re.MULTILINE)
-    facts.cpu_model = model.group(1).strip() if model else None
+    facts.cpu_model = cpu_model_from_cpuinfo(cpuinfo)
     count = len(re.findall(r"^processor\s*:", cpuinfo, re.MULTILINE))
     facts.cpu_count = count or (os.cpu_count() if live else None)
     meminfo = re.search(r"^MemTotal:\s*(\d+)\s*kB", fs.read_text("proc/meminfo") or "", re.MULTILINE)
     facts.memory_total_bytes = int(meminfo.group(1)) * 1024 if meminfo else None
-    facts.env = {k: v for k, v in sorted(env.items()) if RELEVANT_ENV.match(k)}
+    facts.env = {k: redact_env(k, v) for k, v in sorted(env.items()) if RELEVANT_ENV.match(k)}
     return facts
 
 
@@ -174,9 +176,7 @@ def _nvidia_summaries(facts: Facts, fs: RootFS) -> list[GpuSummary]:
 
 
 def _complete_amd(gpu: AmdGpu, facts: Facts, fs: RootFS) -> None:
-    from gpuledger.doctor.knowledge import knowledge_base
-
-    kb = knowledge_base()
+    reference = amd_reference()
     if gpu.gfx_target is None:
         node = next(
             (n for n in facts.amd.kfd_nodes if gpu.pci_bus_id and n.pci_bus_id == gpu.pci_bus_id), None
@@ -185,11 +185,11 @@ def _complete_amd(gpu: AmdGpu, facts: Facts, fs: RootFS) -> None:
             gpu.gfx_target, gpu.gfx_source = node.gfx_target, "kfd topology"
     if gpu.device_id is not None:
         spec = catalog_spec_for_pci(0x1002, gpu.device_id)
-        known = kb.amd_device(gpu.device_id)
+        known = reference.amd_device(gpu.device_id)
         if gpu.gfx_target is None and spec is not None and spec.gfx_target:
             gpu.gfx_target, gpu.gfx_source = spec.gfx_target, "catalog (PCI id)"
         if gpu.gfx_target is None and known is not None:
-            gpu.gfx_target, gpu.gfx_source = known.gfx, "knowledge base (PCI id)"
+            gpu.gfx_target, gpu.gfx_source = known.gfx, "AMD reference data (PCI id)"
         if gpu.name is None:
             gpu.name, gpu.name_source = name_gpu(fs, 0x1002, gpu.device_id)
 
@@ -315,8 +315,6 @@ def collect_facts(
                 lambda: OllamaFacts(url=ollama_url or DEFAULT_OLLAMA_URL),
             )
         wsl = f_wsl.result()
-        from gpuledger.facts.frameworks import torch_from_files
-
         torch_build = guard("frameworks", lambda: torch_from_files(environ, python, run).build, lambda: None)
         gpu_host = bool(vendors & {"nvidia", "amd"}) or wsl.dev_dxg
         do_probe = probe_torch if probe_torch is not None else (gpu_host or torch_build in ("cuda", "rocm"))

@@ -8,6 +8,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from gpuledger.catalog.amd import gfx_from_target_version
 from gpuledger.facts.fs import RootFS
 from gpuledger.facts.model import AmdFacts, AmdGpu, CommandFact, DeviceNode, Identity, KfdNode
 from gpuledger.facts.runner import Runner
@@ -208,8 +209,6 @@ def parse_kfd_properties(node: int, text: str) -> KfdNode | None:
     version = values.get("gfx_target_version", 0)
     if version <= 0:
         return None
-    from gpuledger.doctor.knowledge import gfx_from_target_version
-
     return KfdNode(
         node=node,
         gfx_target_version=version,

@@ -31,7 +31,6 @@ class FileStat:
     mode: int | None = None
     uid: int | None = None
     gid: int | None = None
-    is_char_device: bool = False
     error: str | None = None
 
     def mode_text(self) -> str | None:
@@ -123,5 +122,4 @@ class RootFS:
             mode=st.st_mode,
             uid=st.st_uid,
             gid=st.st_gid,
-            is_char_device=stat.S_ISCHR(st.st_mode),
         )

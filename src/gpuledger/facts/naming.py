@@ -1,18 +1,16 @@
-"""Naming GPUs by PCI id: the GPU catalog first, then the knowledge base's AMD table, then the
+"""Naming GPUs by PCI id: the GPU catalog first, then the AMD reference data's device table, then the
 machine's own ``pci.ids`` (PCI ID Repository, under the root), then the bare ids."""
 
 from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from gpuledger.catalog import Catalog, GpuSpec, load_catalog
+from gpuledger.catalog.amd import amd_reference
 from gpuledger.errors import GpuledgerError
 from gpuledger.facts.fs import RootFS
 from gpuledger.facts.model import Vendor
-
-if TYPE_CHECKING:
-    from gpuledger.catalog import Catalog, GpuSpec
 
 VENDOR_IDS: dict[int, Vendor] = {0x10DE: "nvidia", 0x1002: "amd", 0x8086: "intel"}
 VENDOR_NAMES = {0x10DE: "NVIDIA", 0x1002: "AMD", 0x8086: "Intel"}
@@ -23,8 +21,6 @@ PCI_IDS_PATHS = ("usr/share/misc/pci.ids", "usr/share/hwdata/pci.ids", "usr/shar
 def _catalog() -> Catalog | None:
     """The GPU catalog, or None when it cannot be loaded (a broken user catalog file must not stop
     the doctor: names then come from the PCI ids)."""
-    from gpuledger.catalog import load_catalog
-
     try:
         return load_catalog()
     except GpuledgerError:
@@ -94,11 +90,9 @@ def name_gpu(fs: RootFS, vendor_id: int, device_id: int) -> tuple[str, str]:
     if spec is not None:
         return spec.name, "catalog"
     if vendor_id == 0x1002:
-        from gpuledger.doctor.knowledge import knowledge_base
-
-        known = knowledge_base().amd_device(device_id)
+        known = amd_reference().amd_device(device_id)
         if known is not None:
-            return known.name, "knowledge-base"
+            return known.name, "amd-reference"
     listed = pci_ids_name(fs, vendor_id, device_id)
     if listed:
         vendor = VENDOR_NAMES.get(vendor_id, "")

@@ -9,15 +9,14 @@ cost per million tokens from a serving engine's own ``/metrics``.
 
 from __future__ import annotations
 
-from gpuledger.monitor.config import MonitorConfig, is_loopback_host, parse_duration, parse_listen
-from gpuledger.monitor.engine import (
+from gpuledger.engines.server_metrics import (
     EngineCounters,
     EngineMetricsError,
-    EngineWindow,
-    WindowStats,
     normalise_engine_url,
     parse_engine_metrics,
 )
+from gpuledger.monitor.config import MonitorConfig, is_loopback_host, parse_duration, parse_listen
+from gpuledger.monitor.engine import EngineWindow, WindowStats
 from gpuledger.monitor.exporter import MetricsServer, MonitorCollector, build_families, make_registry
 from gpuledger.monitor.runner import Monitor
 from gpuledger.monitor.state import EnergyMeter, LowUtilAlert, MonitorState

@@ -1,166 +1,16 @@
-"""A serving engine's own Prometheus endpoint: fetch it (aiohttp, on a timeout), parse it
-(prometheus_client's text parser), and turn two scrapes into live rates over a sliding window.
-
-Series read, per engine (summed over every label set: models, DP ranks, finish reasons):
-
-=========  ==============================  ==============================  ==================================
-engine     prompt tokens                   output tokens                   finished requests
-=========  ==============================  ==============================  ==================================
-vLLM       ``vllm:prompt_tokens_total``    ``vllm:generation_tokens_total``  ``vllm:request_success_total``
-                                                                           (else the e2e histogram's count)
-SGLang     ``sglang:prompt_tokens_total``  ``sglang:generation_tokens_total``  ``sglang:num_requests_total``
-                                                                           (else the e2e histogram's count)
-llama.cpp  ``llamacpp:prompt_tokens_total``  ``llamacpp:tokens_predicted_total``  none (not exported)
-=========  ==============================  ==============================  ==================================
-
-End-to-end latency: ``<engine>:e2e_request_latency_seconds`` (``_sum`` / ``_count``), vLLM and SGLang.
-"""
+"""A serving engine's counters turned into live rates: two scrapes of its ``/metrics``
+(:mod:`gpuledger.engines.server_metrics` fetches and parses them) joined with the cost and device time the
+monitor accrued, over a sliding window."""
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Literal
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any
 
-import aiohttp
-from prometheus_client.parser import text_string_to_metric_families
+from gpuledger.engines.server_metrics import ENGINE_LABELS, ENGINE_SERIES, EngineCounters
 
-from gpuledger.errors import EngineError
-
-EngineKind = Literal["vllm", "sglang", "llamacpp"]
-MAX_BODY_BYTES = 32 * 1024 * 1024
 MILLION = 1e6
-
-
-class EngineMetricsError(EngineError):
-    """The engine's /metrics could not be fetched or is not an engine's exposition text. The monitor
-    shows the message as the engine source's reason and keeps serving everything else."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Names:
-    prompt: str
-    output: str
-    requests: tuple[str, ...]  # first present wins
-    e2e: str | None
-    no_requests_reason: str | None = None
-
-
-ENGINE_SERIES: dict[EngineKind, _Names] = {
-    "vllm": _Names("vllm:prompt_tokens_total", "vllm:generation_tokens_total",
-                   ("vllm:request_success_total", "vllm:e2e_request_latency_seconds_count"),
-                   "vllm:e2e_request_latency_seconds"),
-    "sglang": _Names("sglang:prompt_tokens_total", "sglang:generation_tokens_total",
-                     ("sglang:num_requests_total", "sglang:e2e_request_latency_seconds_count"),
-                     "sglang:e2e_request_latency_seconds"),
-    "llamacpp": _Names("llamacpp:prompt_tokens_total", "llamacpp:tokens_predicted_total", (), None,
-                       "llama.cpp's /metrics exports no finished-request counter"),
-}
-ENGINE_LABELS: dict[EngineKind, str] = {"vllm": "vLLM", "sglang": "SGLang", "llamacpp": "llama.cpp"}
-
-
-@dataclass(frozen=True, slots=True)
-class EngineCounters:
-    """One scrape of an engine, as cumulative counters (tokens, requests, seconds)."""
-
-    kind: EngineKind
-    prompt_tokens: float | None
-    output_tokens: float | None
-    requests: float | None
-    e2e_sum_s: float | None
-    e2e_count: float | None
-    models: tuple[str, ...] = ()
-    requests_reason: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"engine": self.kind, "prompt_tokens_total": self.prompt_tokens,
-                "output_tokens_total": self.output_tokens, "requests_total": self.requests,
-                "e2e_seconds_sum": self.e2e_sum_s, "e2e_count": self.e2e_count, "models": list(self.models),
-                "requests_reason": self.requests_reason}
-
-
-def normalise_engine_url(url: str) -> str:
-    """``http://host:8000`` -> ``http://host:8000/metrics`` (a URL with a path is kept as given)."""
-    parts = urlsplit(url.strip())
-    if parts.path in ("", "/"):
-        parts = parts._replace(path="/metrics")
-    return urlunsplit(parts)
-
-
-def parse_engine_metrics(text: str) -> EngineCounters:
-    """The engine's counters from its exposition text. Unparseable text, or text with none of the
-    engines' series, is an :class:`EngineMetricsError` saying which."""
-    sums: dict[str, float] = {}
-    models: set[str] = set()
-    families = 0
-    try:
-        for fam in text_string_to_metric_families(text):
-            families += 1
-            for sample in fam.samples:
-                value = float(sample.value)
-                if not math.isfinite(value):
-                    continue
-                sums[sample.name] = sums.get(sample.name, 0.0) + value
-                model = sample.labels.get("model_name")
-                if model and sample.name.split(":", 1)[0] in ENGINE_SERIES:
-                    models.add(model)
-    except (ValueError, IndexError, KeyError, TypeError) as exc:
-        first = text.strip().splitlines()[0][:80] if text.strip() else ""
-        raise EngineMetricsError(f"not Prometheus exposition text ({exc}); it starts with {first!r}") from exc
-
-    for kind, names in ENGINE_SERIES.items():
-        if names.prompt not in sums and names.output not in sums:
-            continue
-        requests = None
-        for name in names.requests:
-            if name in sums:
-                requests = sums[name]
-                break
-        reason = None
-        if requests is None:
-            reason = names.no_requests_reason or f"none of {', '.join(names.requests)} in the response"
-        e2e_sum = sums.get(f"{names.e2e}_sum") if names.e2e else None
-        e2e_count = sums.get(f"{names.e2e}_count") if names.e2e else None
-        return EngineCounters(kind, sums.get(names.prompt), sums.get(names.output), requests, e2e_sum,
-                              e2e_count, tuple(sorted(models)), reason)
-    raise EngineMetricsError(
-        f"no vLLM, SGLang or llama.cpp token counters in the response ({families} metric families; "
-        "expected vllm:generation_tokens_total, sglang:generation_tokens_total or "
-        "llamacpp:tokens_predicted_total) — is this the engine's /metrics endpoint? "
-        "(llama.cpp needs --metrics)"
-    )
-
-
-async def fetch_engine_metrics(session: aiohttp.ClientSession, url: str, timeout_s: float) -> str:
-    """GET ``url`` and return its text; every failure is an :class:`EngineMetricsError`."""
-    try:
-        async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout_s),
-                               allow_redirects=False) as resp:
-            if resp.status != 200:
-                status = f"HTTP {resp.status} {resp.reason or ''}".rstrip()
-                raise EngineMetricsError(f"GET {url} answered {status}")
-            chunks: list[bytes] = []
-            size = 0
-            async for chunk in resp.content.iter_chunked(65536):
-                size += len(chunk)
-                if size > MAX_BODY_BYTES:
-                    raise EngineMetricsError(f"GET {url}: response larger than {MAX_BODY_BYTES // 2**20} MiB")
-                chunks.append(chunk)
-            return b"".join(chunks).decode("utf-8", errors="replace")
-    except TimeoutError as exc:
-        raise EngineMetricsError(f"GET {url}: no answer within {timeout_s:g} s") from exc
-    except aiohttp.ClientError as exc:
-        raise EngineMetricsError(f"GET {url}: {type(exc).__name__}: {exc}") from exc
-
-
-async def scrape_engine(session: aiohttp.ClientSession, url: str, timeout_s: float) -> EngineCounters:
-    text = await fetch_engine_metrics(session, url, timeout_s)
-    return parse_engine_metrics(text)
-
-
-# --------------------------------------------------------------------------- sliding window
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,15 +164,7 @@ class EngineWindow:
 
 
 __all__ = [
-    "ENGINE_SERIES",
-    "EngineCounters",
-    "EngineKind",
-    "EngineMetricsError",
     "EnginePoint",
     "EngineWindow",
     "WindowStats",
-    "fetch_engine_metrics",
-    "normalise_engine_url",
-    "parse_engine_metrics",
-    "scrape_engine",
 ]

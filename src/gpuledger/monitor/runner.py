@@ -23,8 +23,8 @@ from types import TracebackType
 import aiohttp
 
 from gpuledger.catalog import Catalog
+from gpuledger.engines.server_metrics import EngineMetricsError, normalise_engine_url, scrape_engine
 from gpuledger.monitor.config import MonitorConfig
-from gpuledger.monitor.engine import EngineMetricsError, normalise_engine_url, scrape_engine
 from gpuledger.monitor.exporter import MetricsServer, make_registry
 from gpuledger.monitor.pricing import choose_profile, power_fallbacks
 from gpuledger.monitor.state import MonitorState, human_duration

@@ -13,17 +13,16 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from gpuledger.cost import CostProfile, HourlyCost, hourly_cost
+from gpuledger.engines.server_metrics import EngineCounters
 from gpuledger.monitor.config import MonitorConfig
-from gpuledger.monitor.engine import EngineCounters, EnginePoint, EngineWindow
+from gpuledger.monitor.engine import EnginePoint, EngineWindow
 from gpuledger.monitor.pricing import GPU_VENDORS, PowerFallback, accounted_devices
 from gpuledger.telemetry import DeviceInfo, Reading, Sampler
+from gpuledger.telemetry.sampler import EnergyMethod, counter_check, trapezoid_energy_j
 
-COUNTER_TOLERANCE = 0.05  # as the window summary: counter kept while within 5 % of integrated power
 COUNTER_CHECK_INTERVALS = 30  # intervals with both figures before the counter is judged
 GAP_PERIODS = 3  # no reading for more than this many periods: a gap (not integrated across)
 COST_COMPONENTS = ("capex", "rental", "energy", "labour", "other")
-
-EnergyMethod = Literal["counter", "integrated"]
 
 
 def max_gap(period_s: float) -> float:
@@ -75,7 +74,7 @@ class EnergyMeter:
         integrated = None
         if power_w is not None:
             if self._power is not None and 0 < t - self._power[0] <= gap_s:
-                integrated = (t - self._power[0]) * (self._power[1] + power_w) / 2.0
+                integrated = trapezoid_energy_j((self._power[0], t), (self._power[1], power_w))
             self._power = (t, power_w)
             self.last_power_w, self.last_power_t, self.power_derived = power_w, t, False
 
@@ -101,9 +100,9 @@ class EnergyMeter:
             self._check_integrated += integrated
             self._check_n += 1
             if self._check_n >= COUNTER_CHECK_INTERVALS and self._check_integrated > 0:
-                off = abs(self._check_counter - self._check_integrated) / self._check_integrated
-                if off > COUNTER_TOLERANCE:
-                    self.counter_rejected = f"counter disagreed with integrated power by {off * 100:.0f} %"
+                # The window summary's rule (telemetry.sampler.counter_check), on the cumulative figures.
+                self.counter_rejected = counter_check(self._check_counter, self._check_integrated)
+                if self.counter_rejected is not None:
                     note = f"energy counter dropped: {self.counter_rejected}; integrating power from now on"
 
         if step is not None and self.counter_rejected is None:

@@ -1,9 +1,10 @@
 """The self-contained HTML report: one file, plotly.js inlined once, no request leaves the file.
 
 Safety: every user-controlled string (labels, model names, environment values) is HTML-escaped
-in the markup and in figure texts; figure data travels as JSON inside a non-executed
-``<script type="application/json">`` element (``<`` ``>`` ``/`` escaped by plotly's encoder), and
-a Content-Security-Policy allows only this file's own scripts (by hash) and no network at all.
+in the markup and in figure texts, with control characters neutralised and huge values clipped;
+figure data travels as JSON inside a non-executed ``<script type="application/json">`` element
+(``<`` ``>`` ``/`` escaped by plotly's encoder), and a Content-Security-Policy allows only this
+file's own scripts (by hash) and no network at all.
 Light and dark: CSS follows ``prefers-color-scheme`` and the plots are re-coloured to match.
 """
 
@@ -11,11 +12,18 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from html import escape
+from html import escape as _html_escape
 from typing import Any
 
 from gpuledger.report.fmt import NUMERIC
 from gpuledger.report.model import Figure, ReportData, Section, Table
+from gpuledger.textsafe import display
+
+
+def escape(value: str, quote: bool = True) -> str:
+    """Text for the page: HTML-escaped, control characters neutralised and a huge value clipped
+    (``gpuledger.textsafe``: what the terminal shows, the page shows)."""
+    return _html_escape(display(value), quote=quote)
 
 _CSS = """
 :root { color-scheme: light dark; --bg: #ffffff; --fg: #1f2328; --muted: #59636e; --line: #d1d9e0;
@@ -237,7 +245,7 @@ def render_html(data: ReportData) -> str:
     return (
         "<!doctype html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{escape(csp)}">'
+        f'<meta http-equiv="Content-Security-Policy" content="{_html_escape(csp)}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         '<meta name="color-scheme" content="light dark">'
         '<meta name="generator" content="gpuledger">'

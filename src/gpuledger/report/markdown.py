@@ -1,7 +1,8 @@
 """The Markdown twin of the HTML report: the same tables and numbers, no plots.
 
 Cells are escaped so that a label cannot break a table (``|``, newlines), start formatting, or
-inject HTML into a page that renders Markdown (``<`` ``>`` become entities).
+inject HTML into a page that renders Markdown (``<`` ``>`` become entities); control characters are
+neutralised and huge values clipped.
 """
 
 from __future__ import annotations
@@ -9,13 +10,15 @@ from __future__ import annotations
 import re
 
 from gpuledger.report.model import ReportData, Section, Table
+from gpuledger.textsafe import display
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|#~])")
 
 
 def md_escape(value: str) -> str:
-    """One line of inline Markdown text that renders as exactly ``value``."""
-    one_line = " ".join(value.split())
+    """One line of inline Markdown text that renders as exactly ``value`` (control characters
+    neutralised and a huge value clipped, as on the terminal: ``gpuledger.textsafe``)."""
+    one_line = " ".join(display(value).split())
     escaped = _MD_SPECIAL.sub(r"\\\1", one_line)
     return escaped.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpuledger.engines.server_metrics import STATE_SERIES
 from gpuledger.records import RunInfo
 from gpuledger.report import fmt
 
@@ -55,8 +56,6 @@ def why_no_state(info: RunInfo) -> str:
         return "made before gpuledger sampled the server's /metrics"
     if config.get("server_metrics") is False:
         return "benched without --server-metrics"
-    from gpuledger.bench.server_state import STATE_SERIES
-
     kind = (info.server or {}).get("kind") if isinstance(info.server, Mapping) else None
     if kind not in STATE_SERIES:
         supported = ", ".join(s.label for s in STATE_SERIES.values())
@@ -66,8 +65,6 @@ def why_no_state(info: RunInfo) -> str:
 
 def _exports_queue_time(info: RunInfo) -> bool | None:
     """Whether the run's server family has a queue-time histogram (``None``: unknown family)."""
-    from gpuledger.bench.server_state import STATE_SERIES
-
     kind = (info.server or {}).get("kind") if isinstance(info.server, Mapping) else None
     series = STATE_SERIES.get(kind) if isinstance(kind, str) else None
     return None if series is None else series.queue_time is not None
@@ -75,8 +72,6 @@ def _exports_queue_time(info: RunInfo) -> bool | None:
 
 def _exports_preemptions(info: RunInfo) -> bool | None:
     """Whether the run's server family has a preemption counter (``None``: unknown family)."""
-    from gpuledger.bench.server_state import STATE_SERIES
-
     kind = (info.server or {}).get("kind") if isinstance(info.server, Mapping) else None
     series = STATE_SERIES.get(kind) if isinstance(kind, str) else None
     return None if series is None else series.preemptions is not None

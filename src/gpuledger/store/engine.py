@@ -27,6 +27,15 @@ PG_CONNECT_TIMEOUT_S = 10
 # Execution option that makes a SQLite transaction start with BEGIN IMMEDIATE (take the write lock
 # up front, waiting up to BUSY_TIMEOUT_S, instead of failing when a read turns into a write).
 WRITE = "gpuledger_write"
+# Execution option: how long this transaction waits for another's lock, in seconds (SQLite's busy
+# timeout, PostgreSQL's lock_timeout) instead of the default (BUSY_TIMEOUT_S; PostgreSQL: no limit).
+LOCK_WAIT = "gpuledger_lock_wait_s"
+
+
+class StoreLockedError(StoreError):
+    """A write waited its whole lock wait for another process's (or transaction's) lock.
+
+    The store is unchanged and the same write can be tried again later."""
 
 _SCHEMES = {
     "sqlite": "sqlite",
@@ -141,8 +150,33 @@ def _sqlite_on_connect(dbapi_conn: Any, _record: Any) -> None:
 
 
 def _sqlite_on_begin(conn: Connection) -> None:
-    immediate = conn.get_execution_options().get(WRITE, False)
-    conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+    options = conn.get_execution_options()
+    wait_s = options.get(LOCK_WAIT)
+    busy_ms = int((BUSY_TIMEOUT_S if wait_s is None else wait_s) * 1000)
+    if conn.info.get("busy_ms", int(BUSY_TIMEOUT_S * 1000)) != busy_ms:  # info lives with the connection
+        conn.exec_driver_sql(f"PRAGMA busy_timeout = {max(busy_ms, 1)}")
+        conn.info["busy_ms"] = busy_ms
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if options.get(WRITE, False) else "BEGIN")
+
+
+def set_pg_lock_wait(conn: Connection, wait_s: float) -> None:
+    """Bound how long statements of this PostgreSQL transaction wait for another's lock."""
+    conn.exec_driver_sql(f"SET LOCAL lock_timeout = {max(int(wait_s * 1000), 1)}")
+
+
+# SQLite's SQLITE_BUSY and SQLITE_LOCKED (also in extended codes), PostgreSQL's lock_not_available,
+# deadlock_detected and serialization_failure: another writer was in the way; trying again can succeed.
+_SQLITE_LOCK_CODES = (5, 6)
+_PG_LOCK_STATES = ("55P03", "40P01", "40001")
+
+
+def is_lock_conflict(exc: sa_exc.SQLAlchemyError) -> bool:
+    """Whether ``exc`` means another writer held a lock (and the write may succeed when tried again)."""
+    orig = getattr(exc, "orig", None)
+    code = getattr(orig, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF in _SQLITE_LOCK_CODES
+    return getattr(orig, "sqlstate", None) in _PG_LOCK_STATES
 
 
 _HINTS: tuple[tuple[str, str, str | None], ...] = (
@@ -195,8 +229,11 @@ def _strip_pg_noise(line: str) -> str:
 
 
 @contextmanager
-def translate_errors(what: str, url: URL, doing: str = "") -> Iterator[None]:
-    """Turn a database error into a StoreError: ``<what> <url>[ while <doing>]: <reason>``."""
+def translate_errors(
+    what: str, url: URL, doing: str = "", *, lock_wait_s: float | None = None
+) -> Iterator[None]:
+    """Turn a database error into a StoreError: ``<what> <url>[ while <doing>]: <reason>``; a lock
+    held by another writer for longer than the wait is a StoreLockedError."""
     try:
         yield
     except GpuledgerError:
@@ -204,4 +241,15 @@ def translate_errors(what: str, url: URL, doing: str = "") -> Iterator[None]:
     except sa_exc.SQLAlchemyError as exc:
         reason, hint = describe(exc)
         during = f" while {doing}" if doing else ""
+        if is_lock_conflict(exc):
+            raise StoreLockedError(
+                f"{what} {safe_url(url)}{during}: {_lock_reason(url, reason, lock_wait_s)}", hint=hint
+            ) from exc
         raise StoreError(f"{what} {safe_url(url)}{during}: {reason}", hint=hint) from exc
+
+
+def _lock_reason(url: URL, reason: str, wait_s: float | None) -> str:
+    if url.get_backend_name() == "sqlite":
+        return f"the database stayed locked by another process for {wait_s or BUSY_TIMEOUT_S:g} s"
+    waited = f" for {wait_s:g} s" if wait_s is not None else ""
+    return f"another transaction held a lock{waited} ({reason})"

@@ -14,14 +14,14 @@ numbers, or a ``version`` newer than ``FORMAT_VERSION`` are InvalidInputError.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from sqlalchemy.engine import Row
 
-from gpuledger.errors import InvalidInputError, StoreError
+from gpuledger.errors import InvalidInputError
 from gpuledger.records import (
     RUN_STATUSES,
     TOKEN_SOURCES,
@@ -35,14 +35,17 @@ from gpuledger.records import (
     dump_summary,
     load_summary,
 )
-from gpuledger.store.codec import pack_f64, pack_i32, unpack_f64, unpack_i32
+from gpuledger.store.codec import json_dumps, pack_f64, pack_i32, unpack_f64, unpack_i32
 
 FORMAT = "gpuledger-run"
 FORMAT_VERSION = 1
 
 RUN_FIELDS: tuple[str, ...] = tuple(RunInfo.__dataclass_fields__)
 _RUN_DATETIMES = ("created_at", "started_at", "finished_at")
+# RunInfo fields held as JSON objects (the summary is a typed model, stored as its JSON document).
 _RUN_DICTS = ("workload", "config", "environment", "server", "client")
+_ROW_DICTS = (*_RUN_DICTS, "summary")
+_RUN_TEXTS = ("label", "engine", "model", "base_url", "unit")
 
 # The columns of `gpuledger export --format csv` (times in seconds on the run's clock, durations in ms).
 CSV_COLUMNS: tuple[str, ...] = (
@@ -55,6 +58,38 @@ def env_hash(environment: dict[str, Any]) -> str | None:
     """The environment fingerprint's ``hash`` (a string), if it has one."""
     value = environment.get("hash")
     return value[:128] if isinstance(value, str) else None
+
+
+# Every integer column is 32-bit on PostgreSQL; the store keeps SQLite to the same range, so what one
+# backend holds the other (and ``import``) takes too. Counts are never negative.
+INT_MAX = 2**31 - 1
+_COUNT_FIELDS = ("input_tokens", "output_tokens", "requested_output_tokens")
+
+
+def _text_problem(value: str) -> str | None:
+    """Why ``value`` cannot be stored as text on both backends, or None."""
+    if "\x00" in value:
+        return "contains a NUL character"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not valid Unicode (a lone surrogate)"
+    return None
+
+
+def int_problem(value: Any, *, lowest: int = 0) -> str | None:
+    """Why ``value`` is not an integer in ``lowest`` … ``INT_MAX``, or None."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return f"is {type(value).__name__} {value!r}, not an integer"
+    if not lowest <= value <= INT_MAX:
+        return f"{value} is outside {lowest} … {INT_MAX} (the store keeps it as a 32-bit integer)"
+    return None
+
+
+def _time_problem(value: Any) -> str | None:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return f"is {type(value).__name__} {value!r}, not a number"
+    return None if math.isfinite(value) else f"is {value}, not a finite number"
 
 
 def check_run_fields(fields: dict[str, Any]) -> None:
@@ -74,8 +109,14 @@ def check_run_fields(fields: dict[str, Any]) -> None:
             raise InvalidInputError("summary must be a RunSummary or None")
         if name == "telemetry_summary" and not isinstance(value, list):
             raise InvalidInputError("telemetry_summary must be a list")
-        if name == "num_requests" and (not isinstance(value, int) or value < 0):
-            raise InvalidInputError("num_requests must be a non-negative int")
+        if name == "num_requests" and int_problem(value):
+            raise InvalidInputError(f"num_requests {int_problem(value)}")
+        if name == "duration_s" and value is not None and (_time_problem(value) or value < 0):
+            raise InvalidInputError(f"duration_s {_time_problem(value) or f'{value} is negative'}")
+        if name in _RUN_TEXTS and value is not None:
+            why = _text_problem(value) if isinstance(value, str) else f"is {type(value).__name__}, not text"
+            if why:
+                raise InvalidInputError(f"{name} {why}")
 
 
 def run_values(info: RunInfo) -> dict[str, Any]:
@@ -92,31 +133,138 @@ def column_values(fields: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
-def read_summary(run_id: str, doc: Any) -> RunSummary | None:
-    """A stored summary document -> the typed summary (older schemas upgraded); StoreError if unreadable."""
+def read_summary(doc: Any) -> RunSummary | None:
+    """A stored summary document -> the typed summary (older schemas upgraded); ValueError (the store's
+    "unreadable value") naming what is wrong."""
     if doc is not None and not isinstance(doc, dict):
-        raise StoreError(f"run {run_id}: its stored summary is not a JSON object")
+        raise ValueError(f"column summary holds {type(doc).__name__}, not a JSON object")
     try:
         return load_summary(doc)
     except SummaryError as exc:
-        raise StoreError(f"run {run_id}: its stored summary cannot be read: {exc}") from exc
+        raise ValueError(f"column summary: {exc}") from exc
+
+
+def run_row_problem(m: Mapping[Any, Any]) -> str | None:
+    """Why a ``runs`` row read back cannot be a RunInfo (a value of the wrong type: a corrupt or
+    hand-edited SQLite file), or None."""
+    for name in RUN_FIELDS:
+        value = m[name]
+        if name in _ROW_DICTS:
+            ok = isinstance(value, dict)
+        elif name == "telemetry_summary":
+            ok = isinstance(value, list)
+        elif name in ("id", "label", "engine", "model", "unit"):
+            ok = isinstance(value, str)
+        elif name == "base_url":
+            ok = value is None or isinstance(value, str)
+        elif name == "status":
+            ok = value in RUN_STATUSES
+        elif name == "created_at":
+            ok = isinstance(value, datetime)
+        elif name in _RUN_DATETIMES:
+            ok = value is None or isinstance(value, datetime)
+        elif name == "duration_s":
+            ok = value is None or (isinstance(value, int | float) and not isinstance(value, bool))
+        elif name == "num_requests":
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        else:
+            ok = True
+        if not ok:
+            return f"column {name} holds {type(value).__name__} {_short(value)}"
+    return None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def run_from_row(row: Row[Any], status: RunStatus) -> RunInfo:
+    """The run in a ``runs`` row; ValueError saying which column is unreadable."""
     m = row._mapping
+    problem = run_row_problem(m)
+    if problem:
+        raise ValueError(problem)
     values = {name: m[name] for name in RUN_FIELDS if name not in ("status", "summary")}
-    return RunInfo(**values, status=status, summary=read_summary(str(m["id"]), m["summary"]))
+    return RunInfo(**values, status=status, summary=read_summary(m["summary"]))
+
+
+def request_problems(r: RequestRecord) -> list[tuple[str, str]]:
+    """``(field, why)`` for every value of ``r`` the store cannot keep as it is (empty: storable).
+
+    Counts must be integers in 0 … ``INT_MAX``, times finite numbers, texts NUL-free Unicode,
+    ``server_timings`` JSON; ``chunk_tokens`` must line up with ``chunk_times``."""
+    return _checked(r)[0]
+
+
+def _checked(r: RequestRecord) -> tuple[list[tuple[str, str]], bytes, bytes | None]:
+    """``request_problems``, and the packed ``chunk_times`` and ``chunk_tokens`` (when they pack)."""
+    problems: list[tuple[str, str]] = []
+    times_blob, tokens_blob = b"", None
+    for name, why in (("index", int_problem(r.index)), ("t_send", _time_problem(r.t_send))):
+        if why:
+            problems.append((name, why))
+    for name in ("t_first", "t_end"):
+        value = getattr(r, name)
+        why = None if value is None else _time_problem(value)
+        if why:
+            problems.append((name, why))
+    for name in _COUNT_FIELDS:
+        value = getattr(r, name)
+        why = None if value is None else int_problem(value)
+        if why:
+            problems.append((name, why))
+    why = int_problem(r.output_chars)
+    if why:
+        problems.append(("output_chars", why))
+    if r.token_source not in TOKEN_SOURCES:
+        problems.append(("token_source", f"{r.token_source!r} is not one of {', '.join(TOKEN_SOURCES)}"))
+    try:
+        times_blob = pack_f64(r.chunk_times)
+        # One sum finds a NaN or an infinity (chunk times are seconds: the sum itself cannot overflow).
+        if not math.isfinite(sum(r.chunk_times)):
+            problems.append(("chunk_times", "holds a value that is not a finite number"))
+    except TypeError as exc:
+        problems.append(("chunk_times", f"is not a list of numbers ({exc})"))
+    if r.chunk_tokens is not None:
+        if len(r.chunk_tokens) != len(r.chunk_times):
+            problems.append(
+                ("chunk_tokens", f"has {len(r.chunk_tokens)} values for {len(r.chunk_times)} chunk_times")
+            )
+        else:
+            try:
+                tokens_blob = pack_i32(r.chunk_tokens)
+                if r.chunk_tokens and min(r.chunk_tokens) < 0:
+                    problems.append(("chunk_tokens", f"holds a negative count ({min(r.chunk_tokens)})"))
+            except (OverflowError, TypeError) as exc:
+                why = f"holds a value that is not a count in 0 … {INT_MAX} ({exc})"
+                problems.append(("chunk_tokens", why))
+    for name in ("stage", "error"):
+        value = getattr(r, name)
+        if value is None and name == "error":
+            continue
+        why = f"is {type(value).__name__}, not text" if not isinstance(value, str) else _text_problem(value)
+        if why:
+            problems.append((name, why))
+    if r.server_timings is not None:
+        if not isinstance(r.server_timings, dict):
+            problems.append(("server_timings", f"is {type(r.server_timings).__name__}, not an object"))
+        else:
+            try:
+                json_dumps(r.server_timings)
+            except TypeError as exc:  # orjson.JSONEncodeError: a value JSON cannot hold
+                problems.append(("server_timings", f"cannot be stored as JSON ({exc})"))
+    return problems, times_blob, tokens_blob
 
 
 def request_values(run_id: str, r: RequestRecord) -> dict[str, Any]:
-    if r.token_source not in TOKEN_SOURCES:
-        raise InvalidInputError(
-            f"request {r.index}: token_source {r.token_source!r} is not one of {', '.join(TOKEN_SOURCES)}"
-        )
-    if r.chunk_tokens is not None and len(r.chunk_tokens) != len(r.chunk_times):
-        raise InvalidInputError(
-            f"request {r.index}: {len(r.chunk_tokens)} chunk_tokens for {len(r.chunk_times)} chunk_times"
-        )
+    """The ``requests`` columns for ``r``; InvalidInputError naming the request and the first value
+    the store cannot keep (see ``request_problems``)."""
+    problems, times_blob, tokens_blob = _checked(r)
+    if problems:
+        name, why = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise InvalidInputError(f"request {r.index!r}: {name} {why}{more}")
     return {
         "run_id": run_id,
         "idx": r.index,
@@ -124,8 +272,8 @@ def request_values(run_id: str, r: RequestRecord) -> dict[str, Any]:
         "t_send": r.t_send,
         "t_first": r.t_first,
         "t_end": r.t_end,
-        "chunk_times": pack_f64(r.chunk_times),
-        "chunk_tokens": None if r.chunk_tokens is None else pack_i32(r.chunk_tokens),
+        "chunk_times": times_blob,
+        "chunk_tokens": tokens_blob,
         "input_tokens": r.input_tokens,
         "output_tokens": r.output_tokens,
         "requested_output_tokens": r.requested_output_tokens,
@@ -134,6 +282,43 @@ def request_values(run_id: str, r: RequestRecord) -> dict[str, Any]:
         "server_timings": r.server_timings,
         "output_chars": r.output_chars,
     }
+
+
+def _clean_text(value: Any) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    return text.replace("\x00", "\ufffd").encode("utf-8", "replace").decode("utf-8")
+
+
+def storable(r: RequestRecord) -> tuple[RequestRecord, list[tuple[str, str]]]:
+    """A copy of ``r`` the store accepts, and what had to change: every value ``request_problems``
+    names is dropped (a count or time becomes None, ``chunk_tokens`` None, ``chunk_times`` empty,
+    ``output_chars`` 0, ``server_timings`` None, an unknown ``token_source`` ``client_count``) or, for
+    text, cleaned (NUL and lone surrogates replaced). The error text is left to the caller.
+
+    InvalidInputError when ``index`` or ``t_send`` is bad: without them there is no request to keep."""
+    problems = request_problems(r)
+    fields = {name for name, _ in problems}
+    if fields & {"index", "t_send"}:
+        name, why = next(p for p in problems if p[0] in ("index", "t_send"))
+        raise InvalidInputError(f"request {r.index!r} cannot be stored: {name} {why}")
+    chunks_bad = "chunk_times" in fields
+    fixed = RequestRecord(
+        index=r.index,
+        t_send=r.t_send,
+        t_first=None if "t_first" in fields or chunks_bad else r.t_first,
+        t_end=None if "t_end" in fields else r.t_end,
+        chunk_times=[] if chunks_bad else r.chunk_times,
+        chunk_tokens=None if "chunk_tokens" in fields or chunks_bad else r.chunk_tokens,
+        input_tokens=None if "input_tokens" in fields else r.input_tokens,
+        output_tokens=None if "output_tokens" in fields else r.output_tokens,
+        token_source="client_count" if "token_source" in fields else r.token_source,
+        requested_output_tokens=None if "requested_output_tokens" in fields else r.requested_output_tokens,
+        error=None if r.error is None else _clean_text(r.error),
+        stage=_clean_text(r.stage) if "stage" in fields else r.stage,
+        server_timings=None if "server_timings" in fields else r.server_timings,
+        output_chars=0 if "output_chars" in fields else r.output_chars,
+    )
+    return fixed, problems
 
 
 # The request columns read back, in the order request_from_row unpacks them.
@@ -223,9 +408,8 @@ def csv_rows(requests: Iterable[RequestRecord]) -> Iterator[tuple[Any, ...]]:
 # ---- import -----------------------------------------------------------------------------------
 
 _When = Annotated[datetime | None, Field(strict=False)]
-# Integer columns are 32-bit on PostgreSQL; counts and indexes in a file must fit.
-_Count = Annotated[int, Field(ge=0, le=2**31 - 1)]
-_Index = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
+# Integer columns are 32-bit (INT_MAX); counts and indexes in a file must fit and are never negative.
+_Count = Annotated[int, Field(ge=0, le=INT_MAX)]
 
 
 class _Strict(BaseModel):
@@ -249,13 +433,13 @@ class RunDoc(_Strict):
     summary: dict[str, Any] = Field(default_factory=dict)
     telemetry_summary: list[dict[str, Any]] = Field(default_factory=list)
     client: dict[str, Any] = Field(default_factory=dict)
-    duration_s: float | None = None
+    duration_s: Annotated[float, Field(ge=0)] | None = None
     num_requests: _Count = 0
     finished_at: _When = None
 
 
 class RequestDoc(_Strict):
-    index: _Index
+    index: _Count
     t_send: float
     t_first: float | None = None
     t_end: float | None = None
@@ -278,6 +462,26 @@ class RequestDoc(_Strict):
             )
         return self
 
+    @model_validator(mode="after")
+    def _no_negative_durations(self) -> RequestDoc:
+        # Every duration gpuledger derives from a request (TTFT, E2E, ITL, TPOT) is a difference of these.
+        if self.t_first is not None and self.t_first < self.t_send:
+            raise ValueError(f"t_first {self.t_first} is before t_send {self.t_send} (a negative TTFT)")
+        if self.t_end is not None and self.t_end < self.t_send:
+            raise ValueError(f"t_end {self.t_end} is before t_send {self.t_send} (a negative E2E)")
+        if self.t_end is not None and self.t_first is not None and self.t_end < self.t_first:
+            raise ValueError(f"t_end {self.t_end} is before t_first {self.t_first}")
+        times = self.chunk_times
+        if times and times[0] < self.t_send:
+            raise ValueError(f"chunk_times[0] {times[0]} is before t_send {self.t_send}")
+        back = next((k for k in range(1, len(times)) if times[k] < times[k - 1]), None)
+        if back is not None:
+            raise ValueError(
+                f"chunk_times[{back}] {times[back]} is before chunk_times[{back - 1}] {times[back - 1]} "
+                "(a negative inter-token latency)"
+            )
+        return self
+
 
 class TelemetryDoc(_Strict):
     t: float
@@ -293,6 +497,15 @@ class ExportDoc(_Strict):
     run: RunDoc
     requests: list[RequestDoc] = Field(default_factory=list)
     telemetry: list[TelemetryDoc] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _indexes_are_unique(self) -> ExportDoc:
+        seen: dict[int, int] = {}
+        for k, r in enumerate(self.requests):
+            first = seen.setdefault(r.index, k)
+            if first != k:
+                raise ValueError(f"requests[{k}].index {r.index} is also the index of requests[{first}]")
+        return self
 
 
 def _where(loc: tuple[int | str, ...]) -> str:
@@ -327,9 +540,9 @@ def parse_document(doc: Any) -> tuple[RunInfo, list[RequestRecord], list[Telemet
         errors = exc.errors()
         first = errors[0]
         more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
-        raise InvalidInputError(
-            f"malformed gpuledger run export: {_where(tuple(first['loc']))}: {first['msg']}{more}"
-        ) from exc
+        where = f"{_where(tuple(first['loc']))}: " if first["loc"] else ""
+        msg = str(first["msg"]).removeprefix("Value error, ")
+        raise InvalidInputError(f"malformed gpuledger run export: {where}{msg}{more}") from exc
     run = parsed.run
     try:
         summary = load_summary(run.summary)

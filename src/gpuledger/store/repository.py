@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
@@ -16,11 +17,13 @@ from gpuledger.errors import InvalidInputError, NotFoundError, StoreError
 from gpuledger.records import DoctorRunRecord, RequestRecord, RunInfo, RunStatus, TelemetrySample
 from gpuledger.store import exchange
 from gpuledger.store.engine import (
+    LOCK_WAIT,
     WRITE,
     make_engine,
     prepare_location,
     resolve_url,
     safe_url,
+    set_pg_lock_wait,
     translate_errors,
 )
 from gpuledger.store.ids import MIN_PREFIX, check_run_id, new_run_id
@@ -46,6 +49,44 @@ def _writer_values(writer: Writer) -> dict[str, Any]:
 
 
 _NO_WRITER: dict[str, Any] = dict.fromkeys(("writer_host", "writer_pid", "writer_pidns", "writer_started"))
+
+
+@dataclass(frozen=True, slots=True)
+class UnreadableRun:
+    """A run whose row cannot be read back (a corrupt or hand-edited SQLite file): its id and why."""
+
+    id: str
+    reason: str
+
+
+class RunList(list[RunInfo]):
+    """``Store.list_runs``: the runs that could be read, and ``unreadable``, the rows that could not."""
+
+    def __init__(self, found: Iterable[RunInfo] = (), unreadable: Iterable[UnreadableRun] = ()) -> None:
+        super().__init__(found)
+        self.unreadable: list[UnreadableRun] = list(unreadable)
+
+
+def _why_unreadable(exc: BaseException) -> str:
+    if isinstance(exc, sa_exc.SQLAlchemyError):
+        orig = getattr(exc, "orig", None)
+        text = str(orig if orig is not None else exc)
+    else:
+        text = str(exc)
+    line = " ".join(text.split())
+    return line if len(line) <= 200 else line[:197] + "..."
+
+
+@contextmanager
+def _decoding(problem: str, url: str, what: str) -> Iterator[None]:
+    """A stored value that cannot be decoded (invalid JSON, a date that is not one) is a StoreError."""
+    try:
+        yield
+    except (ValueError, TypeError) as exc:
+        raise StoreError(
+            f"{problem} {url} while {what}: a stored value is unreadable ({_why_unreadable(exc)})",
+            hint="the store may be corrupt: restore a backup, or delete the run that holds the value",
+        ) from exc
 
 
 def open_store(url: str | None = None) -> Store:
@@ -103,14 +144,27 @@ class Store:
         self.close()
 
     @contextmanager
-    def _tx(self, what: str, *, write: bool = False) -> Iterator[Connection]:
+    def _tx(
+        self, what: str, *, write: bool = False, lock_wait_s: float | None = None
+    ) -> Iterator[Connection]:
+        """One transaction. ``lock_wait_s`` bounds how long it waits for another writer's lock
+        (StoreLockedError after that); by default SQLite waits BUSY_TIMEOUT_S, PostgreSQL as long as
+        it takes. A value that cannot be decoded while reading is a StoreError, not a crash."""
         if self._engine is None:
             raise StoreError(f"store {self.url} is closed")
         problem = "cannot write to store" if write else "cannot read from store"
-        with translate_errors(problem, self._url, what), self._engine.connect() as conn:
+        with (
+            translate_errors(problem, self._url, what, lock_wait_s=lock_wait_s),
+            nullcontext() if write else _decoding(problem, self.url, what),
+            self._engine.connect() as conn,
+        ):
             if write:
                 conn.execution_options(**{WRITE: True})
+            if lock_wait_s is not None:
+                conn.execution_options(**{LOCK_WAIT: lock_wait_s})
             with conn.begin():
+                if lock_wait_s is not None and self.backend == "postgresql":
+                    set_pg_lock_wait(conn, lock_wait_s)
                 yield conn
 
     def _resolve(self, conn: Connection, id_or_prefix: str) -> str:
@@ -187,25 +241,28 @@ class Store:
                     raise InvalidInputError(f"a run with id {given!r} already exists in {self.url}") from None
         raise StoreError(f"could not find an unused run id in {self.url} after {_ID_ATTEMPTS} tries")
 
-    def update_run(self, run_id: str, **fields: Any) -> None:
-        """Set any RunInfo fields but ``id``. Setting ``status="running"`` makes this process the writer."""
+    def update_run(self, run_id: str, *, lock_wait_s: float | None = None, **fields: Any) -> None:
+        """Set any RunInfo fields but ``id``. Setting ``status="running"`` makes this process the writer.
+
+        ``lock_wait_s`` (here and on every write): wait at most this long for another writer's lock,
+        then raise StoreLockedError with nothing changed."""
         exchange.check_run_fields(fields)
         values = exchange.column_values(dict(fields))
         if "environment" in fields:
             values["env_hash"] = exchange.env_hash(fields["environment"])
         if fields.get("status") == "running":
             values.update(_writer_values(current_writer()))
-        with self._tx("updating a run", write=True) as conn:
+        with self._tx("updating a run", write=True, lock_wait_s=lock_wait_s) as conn:
             self._touch(conn, run_id, **values)
 
-    def heartbeat(self, run_id: str) -> None:
+    def heartbeat(self, run_id: str, *, lock_wait_s: float | None = None) -> None:
         """Tell readers on other hosts this run's writer is alive (every write does this too)."""
-        with self._tx("updating a run", write=True) as conn:
+        with self._tx("updating a run", write=True, lock_wait_s=lock_wait_s) as conn:
             self._touch(conn, run_id)
 
-    def mark_incomplete(self, run_id: str) -> None:
+    def mark_incomplete(self, run_id: str, *, lock_wait_s: float | None = None) -> None:
         """Interrupted (Ctrl-C, SIGTERM): a ``running`` run becomes ``incomplete``; others keep status."""
-        with self._tx("marking a run incomplete", write=True) as conn:
+        with self._tx("marking a run incomplete", write=True, lock_wait_s=lock_wait_s) as conn:
             self._touch(conn, run_id)
             conn.execute(
                 sa.update(runs)
@@ -214,26 +271,66 @@ class Store:
             )
 
     def get_run(self, id_or_prefix: str) -> RunInfo:
+        """The run; StoreError (naming the run and the column) when its row cannot be read."""
         with self._tx("reading a run") as conn:
-            run_id = self._resolve(conn, id_or_prefix)
+            run = self._read_run(conn, self._resolve(conn, id_or_prefix))
+        return self._readable(run)
+
+    def _readable(self, run: RunInfo | UnreadableRun) -> RunInfo:
+        if isinstance(run, UnreadableRun):
+            raise StoreError(
+                f"run {run.id!r} in {self.url} is unreadable: {run.reason}",
+                hint=f"the row is corrupt: `gpuledger delete {run.id}` removes it, or restore a backup",
+            )
+        return run
+
+    def _read_run(self, conn: Connection, run_id: str) -> RunInfo | UnreadableRun:
+        """One run's row, decoded on its own: a corrupt row is an UnreadableRun, not an exception."""
+        try:
             row = conn.execute(sa.select(runs).where(runs.c.id == run_id)).one()
-        return self._run_from_row(row, _now())
+        except (ValueError, TypeError, sa_exc.StatementError) as exc:
+            # A value could not be decoded: find the column, reading them one at a time.
+            for column in runs.c:
+                try:
+                    conn.execute(sa.select(column).where(runs.c.id == run_id)).one()
+                except (ValueError, TypeError, sa_exc.StatementError) as col_exc:
+                    return UnreadableRun(run_id, f"column {column.name}: {_why_unreadable(col_exc)}")
+            return UnreadableRun(run_id, _why_unreadable(exc))
+        try:
+            return self._run_from_row(row, _now())
+        except (ValueError, TypeError) as exc:
+            return UnreadableRun(run_id, _why_unreadable(exc))
 
     def list_runs(
         self, label: str | None = None, since: datetime | None = None, limit: int | None = None
-    ) -> list[RunInfo]:
-        """Runs, newest first; ``since`` compares with ``created_at`` (a naive datetime is local time)."""
-        query = sa.select(runs).order_by(runs.c.created_at.desc(), runs.c.id)
-        if label is not None:
-            query = query.where(runs.c.label == label)
-        if since is not None:
-            query = query.where(runs.c.created_at >= since)
-        if limit is not None:
-            query = query.limit(limit)
+    ) -> RunList:
+        """Runs, newest first; ``since`` compares with ``created_at`` (a naive datetime is local time).
+
+        A row that cannot be read (a corrupt SQLite file) is left out of the list and named in its
+        ``unreadable`` (id and why); the others are listed as usual."""
+        def filtered(query: sa.Select[Any]) -> sa.Select[Any]:
+            query = query.order_by(runs.c.created_at.desc(), runs.c.id)
+            if label is not None:
+                query = query.where(runs.c.label == label)
+            if since is not None:
+                query = query.where(runs.c.created_at >= since)
+            return query if limit is None else query.limit(limit)
+
         with self._tx("listing runs") as conn:
-            rows = conn.execute(query).all()
-        now = _now()
-        return [self._run_from_row(row, now) for row in rows]
+            try:
+                rows = conn.execute(filtered(sa.select(runs))).all()
+                now = _now()
+                return RunList([self._run_from_row(row, now) for row in rows])
+            except (ValueError, TypeError, sa_exc.StatementError) as exc:
+                # Some row is corrupt: read them one by one (below) to find which. (A database error on
+                # PostgreSQL has ended the transaction: that is not a row to skip.)
+                if isinstance(exc, sa_exc.DBAPIError) and self.backend != "sqlite":
+                    raise
+            ids = conn.execute(filtered(sa.select(runs.c.id))).scalars().all()
+            found = [self._read_run(conn, str(run_id)) for run_id in ids]
+        return RunList(
+            [r for r in found if isinstance(r, RunInfo)], [r for r in found if isinstance(r, UnreadableRun)]
+        )
 
     def env_hash(self, id_or_prefix: str) -> str | None:
         """The run's environment fingerprint hash (indexed, to find runs on the same stack)."""
@@ -253,10 +350,16 @@ class Store:
 
     # ---- requests and telemetry -------------------------------------------------------------------
 
-    def add_requests(self, run_id: str, records: Iterable[RequestRecord]) -> None:
-        """Append requests to a run in one transaction, committed before returning."""
+    def add_requests(
+        self, run_id: str, records: Iterable[RequestRecord], *, lock_wait_s: float | None = None
+    ) -> None:
+        """Append requests to a run in one transaction, committed before returning.
+
+        Every record is checked first (``exchange.request_problems``): one the store cannot keep as it
+        is (a count outside 0 … 2³¹−1, a non-finite time, ...) is an InvalidInputError naming it, and
+        nothing of the batch is written."""
         rows = [exchange.request_values(run_id, r) for r in records]
-        with self._tx("saving requests", write=True) as conn:
+        with self._tx("saving requests", write=True, lock_wait_s=lock_wait_s) as conn:
             self._touch(conn, run_id, num_requests=runs.c.num_requests + len(rows))
             if rows:
                 conn.execute(sa.insert(requests), rows)
@@ -288,11 +391,25 @@ class Store:
             rows = conn.execute(
                 sa.select(*columns).where(requests.c.run_id == run_id).order_by(requests.c.idx, requests.c.id)
             ).all()
-        return [exchange.request_from_row(row) for row in rows]
+        return self._requests_from_rows(run_id, rows)
 
-    def add_telemetry(self, run_id: str, samples: Iterable[TelemetrySample]) -> None:
+    def _requests_from_rows(self, run_id: str, rows: Iterable[Sequence[Any]]) -> list[RequestRecord]:
+        out: list[RequestRecord] = []
+        for row in rows:
+            try:
+                out.append(exchange.request_from_row(row))
+            except (ValueError, TypeError) as exc:
+                raise StoreError(
+                    f"request {row[0]!r} of run {run_id!r} in {self.url} is unreadable: {exc}",
+                    hint="the row is corrupt: restore a backup of the store",
+                ) from exc
+        return out
+
+    def add_telemetry(
+        self, run_id: str, samples: Iterable[TelemetrySample], *, lock_wait_s: float | None = None
+    ) -> None:
         rows = [exchange.telemetry_values(run_id, s) for s in samples]
-        with self._tx("saving telemetry", write=True) as conn:
+        with self._tx("saving telemetry", write=True, lock_wait_s=lock_wait_s) as conn:
             self._touch(conn, run_id)
             if rows:
                 conn.execute(sa.insert(telemetry), rows)
@@ -313,7 +430,7 @@ class Store:
         """The run, its requests and telemetry as one JSON-ready document (see ``exchange``)."""
         with self._tx("exporting a run") as conn:
             run_id = self._resolve(conn, id_or_prefix)
-            row = conn.execute(sa.select(runs).where(runs.c.id == run_id)).one()
+            run = self._read_run(conn, run_id)
             req_rows = conn.execute(
                 sa.select(*[requests.c[n] for n in exchange.REQUEST_COLUMNS])
                 .where(requests.c.run_id == run_id)
@@ -325,11 +442,9 @@ class Store:
                 .where(telemetry.c.run_id == run_id)
                 .order_by(telemetry.c.t, telemetry.c.id)
             ).all()
-        info = self._run_from_row(row, _now())
+        info = self._readable(run)
         return exchange.export_document(
-            info,
-            (exchange.request_from_row(r) for r in req_rows),
-            (TelemetrySample(*r) for r in tel_rows),
+            info, self._requests_from_rows(run_id, req_rows), (TelemetrySample(*r) for r in tel_rows)
         )
 
     def import_run(self, doc: Any, *, new_id: bool = False) -> str:
@@ -345,6 +460,8 @@ class Store:
         if info.status == "running":
             info.status = "incomplete"
         now = _now()
+        fields = {k: getattr(info, k) for k in exchange.RUN_FIELDS if k != "id"}
+        exchange.check_run_fields(fields | {"created_at": info.created_at or now})
         base = exchange.run_values(info) | _NO_WRITER | {
             "created_at": info.created_at or now,
             "updated_at": now,

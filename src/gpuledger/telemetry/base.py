@@ -134,7 +134,3 @@ class BaseSource:
 
     def _is_unavailable(self, device: str, metric: str) -> bool:
         return (device, metric) in self._skip
-
-
-def ratio_from_percent(value: float) -> float:
-    return value / 100.0

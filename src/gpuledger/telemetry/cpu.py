@@ -2,25 +2,12 @@
 
 from __future__ import annotations
 
-import platform
 from pathlib import Path
 
 import psutil
 
+from gpuledger.facts.cpu import cpu_model_name
 from gpuledger.telemetry.base import BaseSource, DeviceInfo, Reading
-
-
-def cpu_model_name(root: Path = Path("/")) -> str:
-    """The CPU's marketing name from ``<root>/proc/cpuinfo`` (``model name``), else the platform's."""
-    try:
-        text = (root / "proc" / "cpuinfo").read_text(errors="replace")
-    except OSError:
-        text = ""
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("model name", "Model", "cpu model") and value.strip():
-            return value.strip()
-    return platform.processor() or platform.machine() or "CPU"
 
 
 def cpu_device(root: Path = Path("/")) -> DeviceInfo:

@@ -82,6 +82,17 @@ def counter_delta(values: Sequence[float], wrap_at: float | None = None) -> floa
     return total
 
 
+def counter_check(counter_j: float, integrated_j: float, tolerance: float = COUNTER_TOLERANCE) -> str | None:
+    """None when a hardware counter's energy agrees with the integral of sampled power over the same
+    time (within ``tolerance``), else why it is not to be trusted."""
+    if integrated_j <= 0:
+        return None if counter_j == 0 else "counter disagreed with integrated power (integrated power is 0 J)"
+    disagreement = abs(counter_j - integrated_j) / integrated_j
+    if disagreement <= tolerance:
+        return None
+    return f"counter disagreed with integrated power by {disagreement * 100:.0f} %"
+
+
 @dataclass(frozen=True, slots=True)
 class EnergyResult:
     energy_j: float | None
@@ -124,18 +135,10 @@ def choose_energy(
 
     if integrated is None:
         return EnergyResult(delta, "counter", counter_only_reason, None, delta)
-    if integrated <= 0:
-        if delta == 0:
-            return EnergyResult(0.0, "counter", None, integrated, delta)
-        return EnergyResult(integrated, "integrated",
-                            "counter disagreed with integrated power (integrated power is 0 J)",
-                            integrated, delta)
-    disagreement = abs(delta - integrated) / integrated
-    if disagreement <= tolerance:
+    problem = counter_check(delta, integrated, tolerance)
+    if problem is None:
         return EnergyResult(delta, "counter", None, integrated, delta)
-    return EnergyResult(integrated, "integrated",
-                        f"counter disagreed with integrated power by {disagreement * 100:.0f} %",
-                        integrated, delta)
+    return EnergyResult(integrated, "integrated", problem, integrated, delta)
 
 
 def find_gaps(

@@ -23,8 +23,8 @@ from typing import Any
 
 import orjson
 
-from gpuledger.engines.base import Tokenizer
 from gpuledger.errors import EngineError, InvalidInputError, NotFoundError, UsageError
+from gpuledger.tokenizer import Tokenizer
 from gpuledger.workload.words import WORDS
 
 DATASETS = ("builtin", "random", "jsonl", "sharegpt")

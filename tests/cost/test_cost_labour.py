@@ -1,12 +1,17 @@
-"""setup_labour_hours: the time from a machine's first doctor run with an error to the first run with
-no error after it, and the distinct problems met on the way (seed §2.3, §7.3 step 4)."""
+"""The setup-labour ledger (gpuledger.cost.labour): setup_labour_hours is the time from a machine's first
+doctor run with an error to the first run with no error after it, and the distinct problems met on the way
+(seed §2.3, §7.3 step 4); resolve_setup_hours is what the cost model prices from it."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from gpuledger.doctor import setup_labour_hours
-from gpuledger.records import DoctorRunRecord
+import pytest
+
+from gpuledger.cost.labour import resolve_setup_hours, setup_labour_hours
+from gpuledger.cost.profile import CostProfile
+from gpuledger.errors import InvalidInputError
+from gpuledger.records import DoctorRunRecord, RunInfo
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
@@ -88,3 +93,35 @@ def test_machines_are_separate_and_input_order_does_not_matter() -> None:
 def test_naive_timestamps_are_taken_as_utc() -> None:
     naive = DoctorRunRecord(machine="rig", created_at=datetime(2026, 11, 2, 10, 0), errors=0, warnings=0)
     assert setup_labour_hours([run(0, 1, "a.b"), naive])["rig"].hours == 1.0
+
+
+# resolve_setup_hours: what the cost model prices as setup labour, and where it says the hours came from.
+def test_the_run_machine_picks_its_ledger_entry() -> None:
+    records = [run(0, 1, "a.b", machine="a"), run(2, 0, machine="a"), run(0, 1, "c.d", machine="b"),
+               run(5, 0, machine="b")]
+    profile = CostProfile(rental_per_gpu_hour=2.0, labour_rate_per_hour=100, from_doctor_history=True)
+    hours, source = resolve_setup_hours(profile, records, RunInfo(id="r1", environment={"machine": "b"}))
+    assert hours == 5.0
+    assert source == (
+        "doctor history: machine b, first error to first all-clear (gpuledger.cost.labour.setup_labour_hours)"
+    )
+
+
+def test_an_open_episode_is_named_in_the_source_and_not_priced() -> None:
+    records = [run(0, 1, "a.b"), run(1, 0), run(10, 1, "c.d"), run(13.5, 1, "c.d")]
+    profile = CostProfile(rental_per_gpu_hour=2.0, labour_rate_per_hour=100, from_doctor_history=True)
+    hours, source = resolve_setup_hours(profile, records, RunInfo(id="r1"))
+    assert hours == 1.0
+    assert source.endswith("; a setup episode is still open (3.5 h so far, not counted)")
+
+
+def test_without_doctor_history_the_profile_hours_are_used() -> None:
+    given = CostProfile(rental_per_gpu_hour=2.0, setup_hours=8)
+    assert resolve_setup_hours(given, None, RunInfo(id="r1"))[0] == 8
+    none = CostProfile(rental_per_gpu_hour=2.0)
+    assert resolve_setup_hours(none, None, RunInfo(id="r1")) == (
+        0.0, "profile: no setup_hours given (setup labour not priced)"
+    )
+    asked = CostProfile(rental_per_gpu_hour=2.0, from_doctor_history=True)
+    with pytest.raises(InvalidInputError, match="the doctor history was not provided"):
+        resolve_setup_hours(asked, None, RunInfo(id="r1"))
