@@ -17,6 +17,7 @@ import pytest
 from stream_server import Scenario, StreamServer
 
 from gpuledger.cli.main import main
+from gpuledger.records import TextGenerationSummary
 from gpuledger.store import open_store
 
 Serve = Callable[..., StreamServer]
@@ -103,7 +104,8 @@ def test_a_run_is_stored_with_every_request_and_printed_as_json(
     assert run.status == "complete" and len(reqs) == 12
     assert sorted(r.index for r in reqs) == list(range(12))
     assert all(r.t_send >= 0 for r in reqs)  # on the run's clock, zero at the window start
-    assert run.summary["output_tokens_total"] == 192
+    assert isinstance(run.summary, TextGenerationSummary)
+    assert run.summary.output_tokens_total == 192
 
 
 def test_human_output_shows_the_summary_and_run_id(serve: Serve, capsys: pytest.CaptureFixture[str]) -> None:
@@ -521,8 +523,9 @@ def test_run_writer_stores_requests_as_they_finish_for_any_engine(store: Any) ->
     assert len(store.get_requests(run_id)) == 50  # on disk before the run is finished
     info = w.finish()
     assert info.status == "complete" and info.num_requests == 50
-    assert info.summary["token_source"] == {"engine": 50}
-    assert info.summary["slo"]["met"] == 50
+    assert isinstance(info.summary, TextGenerationSummary)
+    assert info.summary.token_source == {"engine": 50}
+    assert info.summary.slo is not None and info.summary.slo.met == 50
     assert info.client["cpu_util_ratio"] >= 0
     assert info.duration_s is not None and info.finished_at is not None
 

@@ -21,7 +21,9 @@ from gpuledger.bench.metrics import (
     ttft_s,
 )
 from gpuledger.errors import UsageError
-from gpuledger.records import RequestRecord
+from gpuledger.records import RequestRecord, dump_summary
+
+LATENCY_KEYS = {"mean", "p50", "p90", "p95", "p99", "std", "min", "max", "n"}
 
 
 def req(
@@ -103,11 +105,12 @@ def test_percentile_ends_are_min_and_max() -> None:
 
 def test_stats_block_has_every_key_and_population_std() -> None:
     s = stats([1.0, 2.0, 3.0, 4.0])
-    assert set(s) == {"mean", "p50", "p90", "p95", "p99", "std", "min", "max", "n"}
-    assert s["mean"] == 2.5 and s["p50"] == 2.5 and s["min"] == 1.0 and s["max"] == 4.0 and s["n"] == 4
-    assert s["std"] == pytest.approx(math.sqrt(1.25))
+    assert set(s.model_dump(exclude_unset=True)) == LATENCY_KEYS  # every key is written
+    assert s.mean == 2.5 and s.p50 == 2.5 and s.min == 1.0 and s.max == 4.0 and s.n == 4
+    assert s.std == pytest.approx(math.sqrt(1.25))
     empty = stats([])
-    assert empty["n"] == 0 and empty["mean"] is None
+    assert set(empty.model_dump(exclude_unset=True)) == LATENCY_KEYS
+    assert empty.n == 0 and empty.mean is None
 
 
 def test_summary_window_throughput_and_error_rate() -> None:
@@ -118,18 +121,19 @@ def test_summary_window_throughput_and_error_rate() -> None:
     ]
     recs[1].t_end = 2.0  # the last finish closes the window
     s = summarize(recs)
-    assert s["window_s"] == pytest.approx(2.0)
-    assert s["num_requests"] == 3 and s["num_ok"] == 2 and s["num_failed"] == 1
-    assert s["error_rate"] == pytest.approx(1 / 3)
-    assert s["output_tokens_total"] == 8 and s["input_tokens_total"] == 12
-    assert s["output_tokens_per_s"] == pytest.approx(4.0)
-    assert s["total_tokens_per_s"] == pytest.approx(10.0)
-    assert s["requests_per_s"] == pytest.approx(1.0)
-    assert s["ttft_ms"]["n"] == 2 and s["ttft_ms"]["mean"] == pytest.approx(150.0)
-    assert s["errors"] == {"HTTP 500": 1}
-    assert s["error_examples"] == [{"index": 2, "error": "HTTP 500: boom"}]
+    assert s.window_s == pytest.approx(2.0)
+    assert s.num_requests == 3 and s.num_ok == 2 and s.num_failed == 1
+    assert s.error_rate == pytest.approx(1 / 3)
+    assert s.output_tokens_total == 8 and s.input_tokens_total == 12
+    assert s.output_tokens_per_s == pytest.approx(4.0)
+    assert s.total_tokens_per_s == pytest.approx(10.0)
+    assert s.requests_per_s == pytest.approx(1.0)
+    assert s.ttft_ms.n == 2 and s.ttft_ms.mean == pytest.approx(150.0)
+    doc = dump_summary(s)
+    assert doc["errors"] == {"HTTP 500": 1}
+    assert doc["error_examples"] == [{"index": 2, "error": "HTTP 500: boom"}]
     for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
-        assert set(s[key]) == {"mean", "p50", "p90", "p95", "p99", "std", "min", "max", "n"}
+        assert set(doc[key]) == LATENCY_KEYS
 
 
 def test_goodput_counts_requests_meeting_every_slo_over_the_window() -> None:
@@ -141,9 +145,11 @@ def test_goodput_counts_requests_meeting_every_slo_over_the_window() -> None:
     slo = parse_slo("ttft_ms=500,tpot_ms=50")
     assert [meets_slo(r, slo) for r in recs] == [True, False, False, False]
     s = summarize(recs, slo=slo)
-    assert s["slo"]["met"] == 1
-    assert s["goodput_requests_per_s"] == pytest.approx(1 / s["window_s"])
-    assert "goodput_requests_per_s" not in summarize(recs)
+    assert s.slo is not None and s.slo.met == 1
+    assert s.goodput_requests_per_s == pytest.approx(1 / s.window_s)
+    without = summarize(recs)
+    assert without.slo is None and without.goodput_requests_per_s is None
+    assert "goodput_requests_per_s" not in dump_summary(without)
 
 
 def test_single_token_request_cannot_break_a_tpot_limit() -> None:
@@ -161,11 +167,11 @@ def test_token_sources_and_output_length_mismatch_are_reported() -> None:
     b = req(1, times=[0.1, 0.2, 0.3], requested_output_tokens=5, token_source="server_usage")
     c = req(2, times=[0.1], token_source="client_count")
     s = summarize([a, b, c])
-    assert s["token_source"] == {"server_usage": 2, "client_count": 1}
-    mm = s["output_len_mismatch"]
-    assert mm["checked"] == 2 and mm["count"] == 1
-    assert mm["requested_tokens_total"] == 7 and mm["received_tokens_total"] == 5
-    assert mm["examples"] == [{"index": 1, "requested": 5, "received": 3}]
+    assert s.token_source == {"server_usage": 2, "client_count": 1}
+    mm = s.output_len_mismatch
+    assert mm.checked == 2 and mm.count == 1
+    assert mm.requested_tokens_total == 7 and mm.received_tokens_total == 5
+    assert dump_summary(s)["output_len_mismatch"]["examples"] == [{"index": 1, "requested": 5, "received": 3}]
 
 
 def test_sweep_stages_get_their_own_summaries_in_order() -> None:
@@ -175,10 +181,12 @@ def test_sweep_stages_get_their_own_summaries_in_order() -> None:
         req(2, t_send=1.0, times=[1.1, 1.3], stage="c=4"),
     ]
     s = summarize(recs, stages=[{"stage": "c=1", "concurrency": 1}, {"stage": "c=4", "concurrency": 4}])
-    assert [x["stage"] for x in s["stages"]] == ["c=1", "c=4"]
-    assert [x["num_requests"] for x in s["stages"]] == [1, 2]
-    assert s["stages"][1]["concurrency"] == 4
-    assert "stages" not in s["stages"][0]
+    assert s.stages is not None
+    assert [x.stage for x in s.stages] == ["c=1", "c=4"]
+    assert [x.num_requests for x in s.stages] == [1, 2]
+    assert s.stages[1].concurrency == 4
+    assert s.stages[0].stages is None
+    assert "stages" not in dump_summary(s)["stages"][0]
 
 
 def test_server_timings_are_compared_with_client_timings() -> None:
@@ -191,16 +199,20 @@ def test_server_timings_are_compared_with_client_timings() -> None:
         "decode_tokens": 3,
         "total_ms": 245.0,
     }
-    s = summarize([r])["server_timings"]
-    assert s["n"] == 1 and s["servers"] == ["ollama"]
-    assert s["server_time_to_first_token_ms_mean"] == pytest.approx(40.0)
-    assert s["client_ttft_ms_mean"] == pytest.approx(50.0)
-    assert s["ttft_client_minus_server_ms"] == pytest.approx(10.0)
-    assert s["server_decode_tokens_per_s_mean"] == pytest.approx(15.0)
-    assert s["client_decode_tokens_per_s_mean"] == pytest.approx(10.0)
+    s = summarize([r]).server_timings
+    assert s is not None
+    assert s.n == 1 and s.servers == ["ollama"]
+    assert s.server_time_to_first_token_ms_mean == pytest.approx(40.0)
+    assert s.client_ttft_ms_mean == pytest.approx(50.0)
+    assert s.ttft_client_minus_server_ms == pytest.approx(10.0)
+    assert s.server_decode_tokens_per_s_mean == pytest.approx(15.0)
+    assert s.client_decode_tokens_per_s_mean == pytest.approx(10.0)
 
 
 def test_no_requests_gives_an_empty_but_complete_summary() -> None:
     s = summarize([])
-    assert s["num_requests"] == 0 and s["window_s"] == 0.0
-    assert s["output_tokens_per_s"] is None and s["error_rate"] is None
+    assert s.num_requests == 0 and s.window_s == 0.0
+    assert s.output_tokens_per_s is None and s.error_rate is None
+    doc = dump_summary(s)  # complete: the stored document names what was not measured
+    assert doc["num_requests"] == 0 and doc["window_s"] == 0.0
+    assert doc["output_tokens_per_s"] is None and doc["error_rate"] is None

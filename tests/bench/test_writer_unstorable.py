@@ -73,7 +73,8 @@ def test_a_request_with_counts_the_store_cannot_keep_is_stored_as_failed_and_the
         assert r.chunk_times == finished(r.index).chunk_times  # what could be kept is kept
     assert all(r == finished(r.index) for r in stored if r.index not in bad)
     assert info.status == "complete" and info.num_requests == 40
-    assert info.summary["num_failed"] == 2 and info.summary["output_tokens_total"] == 38 * 4
+    assert info.summary is not None
+    assert info.summary.num_failed == 2 and info.summary.output_tokens_total == 38 * 4
     assert info.client["store"]["stored_as_failed"] == 2
     assert any("2 request(s) stored as failed" in w for w in info.client["warnings"])
     assert len(said) == 1

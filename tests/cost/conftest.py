@@ -32,7 +32,7 @@ def store_run(monkeypatch: pytest.MonkeyPatch) -> Callable[[RunInfo], str]:
         store = open_store(None)
         try:
             run_id = store.create_run(
-                dataclasses.replace(run, status="running", summary={}, telemetry_summary=[])
+                dataclasses.replace(run, status="running", summary=None, telemetry_summary=[])
             )
             store.update_run(
                 run_id, status=run.status, summary=run.summary, telemetry_summary=run.telemetry_summary

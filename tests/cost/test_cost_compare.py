@@ -46,7 +46,7 @@ def _pair(make_run: MakeRun, catalog: Catalog):  # type: ignore[no-untyped-def]
 def test_ratio_is_tokens_per_money_of_a_over_b_and_reciprocal(make_run: MakeRun, catalog: Catalog) -> None:
     a, b = _pair(make_run, catalog)
     ab, ba = compare([a, b]), compare([b, a])
-    expected = a.evaluation.tokens_per_money("output") / b.evaluation.tokens_per_money("output")
+    expected = a.evaluation.per_money("output_token") / b.evaluation.per_money("output_token")
     assert ab.ratio == pytest.approx(expected)
     assert ab.ratio * ba.ratio == pytest.approx(1.0)
     assert ab.to_dict()["ratio"] == ab.ratio
@@ -82,14 +82,16 @@ def test_every_break_even_value_really_equalises(make_run: MakeRun, catalog: Cat
     assert tps is not None
     import dataclasses
 
+    b_out = b.inputs.rates["output_token"]
     b_fast = dataclasses.replace(
         b.inputs,
-        output_tokens_per_s=tps,
-        input_tokens_per_s=b.inputs.input_tokens_per_s * tps / b.inputs.output_tokens_per_s,
+        rates={
+            **b.inputs.rates,
+            "output_token": tps,
+            "input_token": b.inputs.rates["input_token"] * tps / b_out,
+        },
     )
-    assert evaluate(b_fast).cost_per_million("output") == pytest.approx(
-        a.evaluation.cost_per_million("output")
-    )
+    assert evaluate(b_fast).cost_per("output_token") == pytest.approx(a.evaluation.cost_per("output_token"))
 
 
 def test_break_even_without_a_solution_says_why(make_run: MakeRun, catalog: Catalog) -> None:

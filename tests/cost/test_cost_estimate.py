@@ -37,7 +37,7 @@ def test_fp8_on_a_part_without_fp8_falls_back_and_says_so(catalog: Catalog) -> N
 
 def test_estimate_scales_throughput_and_prices_the_target(make_run: MakeRun, catalog: Catalog) -> None:
     run = make_run(
-        output_tps=1000, input_tps=500, ttft_ms=None, e2e_ms=None, power_w=560.0, gpu="NVIDIA H100 80GB HBM3"
+        output_tps=1000, input_tps=500, ttft_ms=None, power_w=560.0, gpu="NVIDIA H100 80GB HBM3"
     )
     est = estimate_run(run, "NVIDIA H200", CostProfile(rental_per_gpu_hour=4.0), catalog=catalog)
     d = est.to_dict()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from cost_runs import MakeRun
+from cost_runs import MakeRun, Stage, build_run, text_summary
 
 from gpuledger.catalog import Catalog
 from gpuledger.cost import CostProfile, cost_of_run, hourly_cost
@@ -26,6 +26,26 @@ OWNED = CostProfile(
     utilisation=0.8,
     idle_power_w=100,
 )
+
+
+def test_the_runs_priced_here_measure_what_they_were_asked_for() -> None:
+    # The runs' summaries come from the real metrics over generated requests (cost_runs.py); the figures
+    # every hand-computed example below relies on must come out of them exactly (to float rounding).
+    s = text_summary(build_run(output_tps=1000, input_tps=500, window_s=100.0, num_ok=100, goodput=0.5))
+    assert s.window_s == 100.0 and s.num_ok == s.num_requests == 100 and s.num_failed == 0
+    assert (s.output_tokens_total, s.input_tokens_total) == (100_000, 50_000)
+    assert s.output_tokens_per_s == 1000.0 and s.input_tokens_per_s == 500.0 and s.requests_per_s == 1.0
+    assert s.e2e_ms.mean == pytest.approx(2000.0) and s.e2e_ms.n == 100
+    assert s.goodput_requests_per_s == 0.5 and s.slo is not None and s.slo.met == 50
+    every = text_summary(build_run(ttft_ms=200.0, e2e_ms=2000.0))
+    assert every.ttft_ms.mean == pytest.approx(200.0) and every.e2e_ms.mean == pytest.approx(2000.0)
+    assert every.output_len_mismatch.count == 0 and every.token_source == {"server_usage": 100}
+    sweep = text_summary(build_run(stages=[Stage("c=1", 100.0, 1.0), Stage("c=16", 900.0, 0.995)]))
+    assert sweep.window_s == 20.0 and sweep.stages is not None
+    c16 = sweep.stages[1]
+    assert (c16.stage, c16.concurrency, c16.window_s) == ("c=16", 16, 10.0)
+    assert c16.output_tokens_per_s == 900.0 and c16.input_tokens_per_s == 450.0
+    assert c16.slo is not None and c16.slo.met_ratio == 0.995 and c16.requests_per_s == 20.0
 
 
 def test_rental_example_to_the_cent(make_run: MakeRun, catalog: Catalog) -> None:
@@ -209,13 +229,16 @@ def test_runs_with_no_tokens_cannot_be_priced(
 
 def test_a_run_without_a_summary_cannot_be_priced(make_run: MakeRun, catalog: Catalog) -> None:
     run = make_run()
-    run.summary = {}
+    run.summary = None
     with pytest.raises(InvalidInputError, match="no metrics summary"):
         cost_of_run(run, RENTAL, catalog=catalog)
 
 
 def test_cost_at_slo_counts_only_good_requests(make_run: MakeRun, catalog: Catalog) -> None:
-    d = cost_of_run(make_run(requests_per_s=1.0, goodput=0.5), RENTAL, catalog=catalog).to_dict()
+    run = make_run(num_ok=100, window_s=100.0, goodput=0.5)  # 1 request/s, half of them within the SLO
+    assert text_summary(run).requests_per_s == pytest.approx(1.0)
+    assert text_summary(run).goodput_requests_per_s == pytest.approx(0.5)
+    d = cost_of_run(run, RENTAL, catalog=catalog).to_dict()
     assert d["usd_per_good_request"] == pytest.approx(2 * d["usd_per_request"])
     assert d["usd_per_1m_output_tokens_at_slo"] == pytest.approx(2 * d["usd_per_1m_output_tokens"])
 
@@ -230,7 +253,7 @@ def test_user_given_output_to_input_cost_ratio_splits_the_cost(make_run: MakeRun
 
 
 def test_without_ttft_and_ratio_the_split_says_why(make_run: MakeRun, catalog: Catalog) -> None:
-    d = cost_of_run(make_run(ttft_ms=None, e2e_ms=None), RENTAL, catalog=catalog).to_dict()
+    d = cost_of_run(make_run(ttft_ms=None), RENTAL, catalog=catalog).to_dict()
     assert d["split"]["rule"] is None and "no TTFT/E2E" in d["split"]["reason"]
 
 

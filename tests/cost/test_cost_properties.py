@@ -22,6 +22,9 @@ throughput = st.floats(min_value=1, max_value=50_000)
 utilisation = st.floats(min_value=0.01, max_value=1.0)
 hours = st.floats(min_value=0, max_value=2000)
 factor = st.floats(min_value=1.01, max_value=5)
+RUN_WINDOW_S = 2.0
+# 10 to 50,000 tokens/s over the run's window (at least 2 output tokens for each of its 10 requests)
+tokens_in_window = st.integers(min_value=20, max_value=100_000)
 
 
 @st.composite
@@ -38,19 +41,23 @@ def owned_inputs(draw: st.DrawFn) -> CostInputs:
     )
     serving = draw(power)
     idle = draw(st.floats(min_value=0, max_value=serving))
+    out_tps = draw(throughput)
+    in_tps = draw(throughput) / 3
     return CostInputs(
         prof,
         draw(st.integers(1, 8)),
         serving,
         idle,
-        draw(throughput),
-        draw(throughput) / 3,
+        rates={"output_token": out_tps, "input_token": in_tps, "token": out_tps + in_tps},
+        headline="output_token",
         setup_hours=draw(hours),
     )
 
 
 def cost(inputs: CostInputs) -> float:
-    return evaluate(inputs).cost_per_million("output")
+    value = evaluate(inputs).cost_per("output_token")
+    assert value is not None
+    return value
 
 
 def with_profile(inputs: CostInputs, **fields: float) -> CostInputs:
@@ -77,11 +84,7 @@ def test_cost_rises_with_power_and_the_electricity_price(inputs: CostInputs, f: 
 @settings(max_examples=150, deadline=None)
 @given(owned_inputs(), factor)
 def test_cost_falls_with_throughput(inputs: CostInputs, f: float) -> None:
-    faster = dataclasses.replace(
-        inputs,
-        output_tokens_per_s=inputs.output_tokens_per_s * f,
-        input_tokens_per_s=inputs.input_tokens_per_s * f,
-    )
+    faster = dataclasses.replace(inputs, rates={unit: rate * f for unit, rate in inputs.rates.items()})
     assert cost(faster) < cost(inputs)
     assert cost(faster) * f == pytest.approx(cost(inputs))
 
@@ -98,7 +101,14 @@ def test_cost_falls_with_utilisation(inputs: CostInputs, share: float) -> None:
 @settings(max_examples=100, deadline=None)
 @given(rates, factor, throughput)
 def test_rental_cost_rises_with_the_rental_rate(rate: float, f: float, tps: float) -> None:
-    base = CostInputs(CostProfile(rental_per_gpu_hour=rate), 1, 300.0, 300.0, tps, 0.0)
+    base = CostInputs(
+        CostProfile(rental_per_gpu_hour=rate),
+        1,
+        300.0,
+        300.0,
+        rates={"output_token": tps, "input_token": 0.0},
+        headline="output_token",
+    )
     dearer = with_profile(base, rental_per_gpu_hour=rate * f)
     assert cost(dearer) == pytest.approx(cost(base) * f)
 
@@ -115,10 +125,15 @@ def run_costs(draw: st.DrawFn):  # type: ignore[no-untyped-def]
             utilisation=draw(utilisation),
             idle_power_w=draw(st.floats(0, 100)),
         )
+        # A short window of few requests keeps the generated streams small; the rates are whole tokens
+        # per window, as a real run's are.
         run = build_run(
             run_id,
-            output_tps=draw(throughput),
-            input_tps=draw(throughput),
+            output_tps=draw(tokens_in_window) / RUN_WINDOW_S,
+            input_tps=draw(tokens_in_window) / RUN_WINDOW_S,
+            window_s=RUN_WINDOW_S,
+            num_ok=10,
+            e2e_ms=1000.0,
             power_w=draw(st.floats(101, 1500)),
         )
         return cost_of_run(run, prof, catalog=CATALOG)

@@ -66,7 +66,8 @@ def test_hourly_costs_and_cost_per_token_are_as_stated(example: tuple[RunCost, R
             f"{label} **{h.total:.2f} CNY/h** (hardware {h.capex:.2f}, energy {h.energy:.2f}, "
             f"labour {h.labour:.2f})"
         )
-    per_a, per_b = a.evaluation.cost_per_million("output"), b.evaluation.cost_per_million("output")
+    per_a, per_b = a.evaluation.cost_per("output_token"), b.evaluation.cost_per("output_token")
+    assert per_a is not None and per_b is not None
     stated(f"A **{per_a:.2f} CNY**, B **{per_b:.2f} CNY**")
 
 
@@ -96,18 +97,14 @@ def test_the_break_even_values_are_as_stated(example: tuple[RunCost, RunCost]) -
     found = {be.input: be for be in compare([a, b]).pairs[0].break_even}
     tps = found["output_tokens_per_s"]
     assert tps.value is not None and tps.verified_ratio == pytest.approx(1.0)
-    stated(f"B would need **{tps.value:.0f}** output tok/s (from {b.inputs.output_tokens_per_s:.0f})")
+    stated(f"B would need **{tps.value:.0f}** output tok/s (from {b.inputs.rates['output_token']:.0f})")
     assert all(found[k].value is None for k in ("gpu_price", "utilisation", "setup_hours"))
 
 
 def test_what_flips_it_is_as_stated(example: tuple[RunCost, RunCost]) -> None:
     a, b = example
-    fast = dataclasses.replace(
-        b.inputs,
-        output_tokens_per_s=a.inputs.output_tokens_per_s,
-        input_tokens_per_s=a.inputs.input_tokens_per_s,
-    )
-    same_throughput = ratio_of(a.evaluation, evaluate(fast))
+    fast = dataclasses.replace(b.inputs, rates=a.inputs.rates)
+    same_throughput = ratio_of(a.evaluation, evaluate(fast), "output_token")
     stated(f"B at A's throughput → **{same_throughput:.2f}x**")
     cared = dataclasses.replace(
         fast,
@@ -118,7 +115,7 @@ def test_what_flips_it_is_as_stated(example: tuple[RunCost, RunCost]) -> None:
             }
         ),
     )
-    flipped = ratio_of(a.evaluation, evaluate(cared))
+    flipped = ratio_of(a.evaluation, evaluate(cared), "output_token")
     stated(
         f"(setup still two weeks) → **{flipped:.2f}x**, i.e. B becomes **{1 / flipped:.2f}x** more "
         "cost-efficient"

@@ -74,7 +74,8 @@ def main() -> None:
             "srv-chat", "--base-url", srv.url, "--endpoint", "chat", "--dataset", "builtin",
             "--output-len", "8", "--concurrency", "2", "--num-requests", "10",
         )
-    with StreamServer(Scenario(ttft_s=0.01, itl_s=0.001, identity="vllm", faults={3: "http_500", 7: "cut"})) as srv:
+    faults = {3: "http_500", 7: "cut"}
+    with StreamServer(Scenario(ttft_s=0.01, itl_s=0.001, identity="vllm", faults=faults)) as srv:
         ids["srv_faults"] = bench(
             "srv-faults", "--base-url", srv.url, "--input-len", "16", "--output-len", "8",
             "--concurrency", "2", "--num-requests", "12", "--warmup", "0",
@@ -133,7 +134,9 @@ def commands(ids: dict[str, str]) -> dict[str, tuple[str, ...]]:
     cpu_runs = ("srv_c4", "srv_sweep", "srv_chat", "srv_faults", "srv_interrupted", "torch")
     for name in cpu_runs:
         out[f"cost-{name}-cpu-cloud"] = ("cost", ids[name], "--profile", "cpu-cloud", "--json")
-    out["cost-srv_sweep-stage"] = ("cost", ids["srv_sweep"], "--profile", "cpu-cloud", "--stage", "c=1", "--json")
+    out["cost-srv_sweep-stage"] = (
+        "cost", ids["srv_sweep"], "--profile", "cpu-cloud", "--stage", "c=1", "--json",
+    )
     out["cost-h200-own"] = ("cost", ids["h200"], "--profile", "h200-own", "--json")
     out["cost-h200-rent"] = ("cost", ids["h200"], "--profile", "h200-rent", "--json")
     out["cost-mi300x-own"] = ("cost", ids["mi300x_sweep"], "--profile", "mi300x-own", "--json")

@@ -204,7 +204,7 @@ def make_run(
     if not finalise:
         return run_id
     summary = summarize(requests, slo=slo, stages=stages)
-    window = float(summary["window_s"] or 0.0)
+    window = summary.window_s
     tele_summary: list[dict[str, Any]] = []
     if telemetry and devices:
         samples = synth_telemetry(devices, window)

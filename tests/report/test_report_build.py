@@ -11,7 +11,7 @@ from gpuledger.bench.metrics import summarize
 from gpuledger.catalog import load_catalog
 from gpuledger.cost import compare, cost_of_run, default_profile_for
 from gpuledger.errors import NotFoundError, UsageError
-from gpuledger.records import DoctorRunRecord
+from gpuledger.records import DoctorRunRecord, RunSummary, TextGenerationSummary
 from gpuledger.report import ReportData, build_report, fmt
 from gpuledger.report.model import Table
 from gpuledger.store import Store
@@ -31,6 +31,11 @@ def _column(t: Table, name: str) -> list[str]:
     return [row[i] for row in t.rows]
 
 
+def _text(summary: RunSummary | None) -> TextGenerationSummary:
+    assert isinstance(summary, TextGenerationSummary), summary
+    return summary
+
+
 def _row(t: Table, first: str) -> dict[str, str]:
     for row in t.rows:
         if row[0] == first:
@@ -47,10 +52,10 @@ def test_a_single_run_report_has_every_section_in_order(store: Store, single_run
 
 
 def test_overview_shows_the_stored_summary_numbers(store: Store, single_run: str) -> None:
-    summary = store.get_run(single_run).summary
+    summary = _text(store.get_run(single_run).summary)
     data = build_report(store, [single_run[:5]])  # an unambiguous prefix works
     row = _row(_table(data, "overview", "overview"), "h200-vllm")
-    assert row["output tok/s"] == fmt.num(summary["output_tokens_per_s"])
+    assert row["output tok/s"] == fmt.num(summary.output_tokens_per_s)
     assert row["ok requests"] == "120"
     assert row["failed"] == "0"
     assert row["status"] == "complete"
@@ -63,8 +68,8 @@ def test_latency_table_matches_the_metrics_of_the_stored_requests(store: Store, 
     rows = {r[1]: dict(zip(t.columns, r, strict=True)) for r in t.rows}
     assert set(rows) == {"TTFT", "TPOT", "ITL", "E2E"}
     for label, key in (("TTFT", "ttft_ms"), ("TPOT", "tpot_ms"), ("ITL", "itl_ms"), ("E2E", "e2e_ms")):
-        assert rows[label]["p50"] == fmt.num(recomputed[key]["p50"])
-        assert rows[label]["p99"] == fmt.num(recomputed[key]["p99"])
+        assert rows[label]["p50"] == fmt.num(recomputed.latency(key).p50)
+        assert rows[label]["p99"] == fmt.num(recomputed.latency(key).p99)
     assert rows["ITL"]["n"] == fmt.num(120 * 31)
 
 
@@ -134,7 +139,7 @@ def test_telemetry_table_and_series_come_from_the_stored_samples(store: Store, s
     assert row["mean power (W)"] == fmt.num(gpu["mean_power_w"])
     assert row["energy (J)"] == fmt.num(gpu["energy_j"])
     assert row["energy method"] == "counter"
-    assert row["J per output token"] == fmt.num(gpu["energy_j"] / info.summary["output_tokens_total"])
+    assert row["J per output token"] == fmt.num(gpu["energy_j"] / _text(info.summary).output_tokens_total)
     figs = {f.key: f for f in data.section("telemetry").figures}
     assert set(figs) == {"ts_power", "ts_utilisation"}
     names = {s.name for s in figs["ts_utilisation"].series}
@@ -198,13 +203,15 @@ def test_a_sweep_gives_throughput_vs_concurrency_and_a_pareto_frontier(store: St
     t = _table(data, "throughput", "throughput")
     assert _column(t, "stage") == ["c=1", "c=4", "c=16"]
     assert _column(t, "concurrency") == ["1", "4", "16"]
-    summary = store.get_run(pair.mi300x).summary
-    for row, stage in zip(t.rows, summary["stages"], strict=True):
+    summary = _text(store.get_run(pair.mi300x).summary)
+    assert summary.stages is not None
+    for row, stage in zip(t.rows, summary.stages, strict=True):
         r = dict(zip(t.columns, row, strict=True))
-        assert r["output tok/s"] == fmt.num(stage["output_tokens_per_s"])
+        assert r["output tok/s"] == fmt.num(stage.output_tokens_per_s)
         # one accelerator: per GPU equals the total
-        assert r["output tok/s per GPU"] == fmt.num(stage["output_tokens_per_s"])
-        assert r["tok/s per user"] == fmt.num(1000.0 / stage["tpot_ms"]["p50"])
+        assert r["output tok/s per GPU"] == fmt.num(stage.output_tokens_per_s)
+        assert stage.tpot_ms.p50 is not None
+        assert r["tok/s per user"] == fmt.num(1000.0 / stage.tpot_ms.p50)
     figs = {f.key: f for f in section.figures}
     assert figs["throughput_vs_concurrency"].series[0].x == (1.0, 4.0, 16.0)
     pareto = figs["pareto"]
@@ -241,12 +248,12 @@ def test_a_comparison_shows_the_cost_models_ratio_decomposition_and_break_even(
     assert _table(data, "cost", "sensitivity").rows
     per_run = _table(data, "cost", "cost")
     assert _column(per_run, "per 1M output tokens") == [
-        fmt.num(c.evaluation.cost_per_million("output"), 4) for c in costs
+        fmt.num(c.evaluation.cost_per("output_token"), 4) for c in costs
     ]
     bars = next(f for f in data.section("cost").figures if f.key == "cost_breakdown")
     assert bars.kind == "bar" and bars.y_title == "USD per 1M output tokens"
     heights = [sum(s.y[i] for s in bars.series) for i in range(2)]
-    assert heights == pytest.approx([c.evaluation.cost_per_million("output") for c in costs])
+    assert heights == pytest.approx([c.evaluation.cost_per("output_token") for c in costs])
 
 
 def test_a_profile_per_run_is_used_and_an_unknown_profile_is_an_error(
@@ -397,7 +404,8 @@ def test_throughput_per_gpu_divides_by_the_gpus_that_worked(store: Store) -> Non
     run = make_run(store, synth_requests(40), label="two-gpus", devices=(H200, second, CPU))
     data = build_report(store, [run])
     row = _row(_table(data, "throughput", "throughput"), "two-gpus")
-    total = store.get_run(run).summary["output_tokens_per_s"]
+    total = _text(store.get_run(run).summary).output_tokens_per_s
+    assert total is not None
     assert row["output tok/s per GPU"] == fmt.num(total / 2)
     assert "2 GPU(s) seen working" in " ".join(data.section("throughput").notes)
     assert data.numbers["runs"][0]["throughput_points"][0]["output_tokens_per_s_per_gpu"] == pytest.approx(

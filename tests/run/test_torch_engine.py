@@ -18,6 +18,7 @@ from gpuledger.errors import (
     ResourceError,
     UsageError,
 )
+from gpuledger.records import TextGenerationSummary
 from gpuledger.store import open_store
 
 torch = pytest.importorskip("torch", reason="the torch engine tests need torch (pip install '.[torch]')")
@@ -245,8 +246,9 @@ def test_a_bench_run_stores_one_request_per_sequence_with_per_token_timestamps(
     assert run.server["details"]["peak_memory"]["source"] == "getrusage ru_maxrss"
     assert run.server["cpu"]["logical_cpus"] >= 1
     assert run.client["in_process_engine"] is True and "warnings" not in run.client
-    assert run.summary["output_len_mismatch"]["count"] == 0
-    assert run.summary["token_source"] == {"engine": 4}
+    assert isinstance(run.summary, TextGenerationSummary)
+    assert run.summary.output_len_mismatch.count == 0
+    assert run.summary.token_source == {"engine": 4}
     assert any(p.startswith("loading ") for p in phases)
     assert torch.get_num_threads() == threads_before  # a busy-CPU thread change does not outlive the run
     assert run.config["cpu_threads"] >= 1

@@ -11,7 +11,15 @@ import sqlalchemy as sa
 from store_factories import make_request, make_run, make_samples
 
 from gpuledger.errors import InvalidInputError, NotFoundError, StoreError
-from gpuledger.records import DoctorRunRecord, RequestRecord, RunInfo, TelemetrySample
+from gpuledger.records import (
+    DoctorRunRecord,
+    Latency,
+    RequestRecord,
+    RunInfo,
+    TelemetrySample,
+    TextGenerationSummary,
+    dump_summary,
+)
 from gpuledger.store import Store, open_store
 from gpuledger.store.liveness import STALE_AFTER_S
 from gpuledger.store.models import runs
@@ -42,7 +50,8 @@ def test_every_run_field_reads_back_as_written(store: Store) -> None:
         engine="vllm", model="meta-llama/Llama-3.1-8B", base_url="http://127.0.0.1:8000/v1", unit="token",
         workload={"dataset": "sharegpt", "requests": 200, "nested": {"a": [1, 2.5, None]}},
         config={"concurrency": 32}, environment={"hash": "sha256:abc", "driver": "550.54"},
-        server={"version": "0.6.0"}, summary={"output_tokens_per_s": 1234.5, "ttft_ms": {"p50": 41.0}},
+        server={"version": "0.6.0"},
+        summary=TextGenerationSummary(output_tokens_per_s=1234.5, ttft_ms=Latency(p50=41.0)),
         telemetry_summary=[{"device": "nvidia:0", "energy_j": 1.5e4, "energy_method": "counter"}],
         client={"gpuledger": "0.1.0"}, duration_s=61.25, num_requests=0,
         finished_at=t0 + timedelta(minutes=1),
@@ -50,6 +59,7 @@ def test_every_run_field_reads_back_as_written(store: Store) -> None:
     run_id = store.create_run(info)
     got = store.get_run(run_id)
     assert got == RunInfo(**{**{f: getattr(info, f) for f in RunInfo.__dataclass_fields__}, "id": run_id})
+    assert dump_summary(got.summary) == {"output_tokens_per_s": 1234.5, "ttft_ms": {"p50": 41.0}}
     assert got.created_at is not None and got.created_at.tzinfo is not None
     assert store.env_hash(run_id) == "sha256:abc"
 
@@ -78,10 +88,10 @@ def test_an_invalid_chosen_id_is_refused(store: Store) -> None:
 def test_update_run_sets_fields_and_refuses_id_unknown_fields_and_bad_values(store: Store) -> None:
     run_id = store.create_run(make_run())
     done = datetime(2025, 1, 2, tzinfo=UTC)
-    store.update_run(run_id, status="complete", summary={"output_tokens_per_s": 99.0}, finished_at=done,
-                     duration_s=12.5, environment={"hash": "h2"})
+    store.update_run(run_id, status="complete", summary=TextGenerationSummary(output_tokens_per_s=99.0),
+                     finished_at=done, duration_s=12.5, environment={"hash": "h2"})
     got = store.get_run(run_id)
-    assert (got.status, got.summary, got.finished_at, got.duration_s) == (
+    assert (got.status, dump_summary(got.summary), got.finished_at, got.duration_s) == (
         "complete", {"output_tokens_per_s": 99.0}, done, 12.5)
     assert store.env_hash(run_id) == "h2"
     for bad in ({"id": "x"}, {"colour": "red"}, {"status": "done"}, {"summary": [1]}, {"created_at": None}):

@@ -17,14 +17,17 @@ from gpuledger.cli.common import console
 from gpuledger.cli.main import main
 from gpuledger.cli.store_cmds import parse_since
 from gpuledger.errors import InvalidInputError
+from gpuledger.records import TextGenerationSummary
 from gpuledger.store import Store, open_store
 
-SUMMARY = {
+# What the store keeps and prints (a small typed summary: these tests are about the store, not metrics).
+SUMMARY_DOC = {
     "output_tokens_per_s": 1234.5, "input_tokens_per_s": 400.0, "requests_per_s": 3.2, "num_ok": 3,
     "num_failed": 1, "error_rate": 0.25, "window_s": 10.0,
     "ttft_ms": {"mean": 41.0, "p50": 40.0, "p90": 55.0, "p95": 60.0, "p99": 70.0, "max": 80.0, "n": 3},
     "token_source": {"server_usage": 3},
 }
+SUMMARY = TextGenerationSummary.model_validate(SUMMARY_DOC)
 
 
 @pytest.fixture(autouse=True)
@@ -140,7 +143,7 @@ def test_show_json_is_the_whole_run_with_its_cost_evaluations(
     code, out, _ = _cli(capsys, "show", run_id, "--json", "--db", _url(sqlite_store))
     doc = orjson.loads(out)
     assert code == 0
-    assert doc["id"] == run_id and doc["summary"] == SUMMARY and doc["env_hash"] == "sha256:e1"
+    assert doc["id"] == run_id and doc["summary"] == SUMMARY_DOC and doc["env_hash"] == "sha256:e1"
     assert [c["profile_name"] for c in doc["cost_evaluations"]] == ["h200-rental"]
     assert doc["output_tokens_per_s"]["unit"] == "token/s"
 

@@ -13,7 +13,13 @@ from alembic.script import ScriptDirectory
 from store_factories import make_run
 
 from gpuledger.errors import StoreError
-from gpuledger.records import DoctorRunRecord, RequestRecord, TelemetrySample
+from gpuledger.records import (
+    DoctorRunRecord,
+    RequestRecord,
+    TelemetrySample,
+    TextGenerationSummary,
+    dump_summary,
+)
 from gpuledger.store import open_store
 from gpuledger.store.codec import pack_f64
 from gpuledger.store.engine import make_engine, resolve_url
@@ -81,7 +87,9 @@ def test_a_store_created_by_the_first_schema_upgrades_to_head_with_its_data_inta
         run = store.get_run("oldrun01")
         assert (run.label, run.status, run.created_at) == ("may-baseline", "complete", CREATED)
         assert run.num_requests == 2
-        assert run.summary == {"output_tokens_per_s": 812.5}
+        assert isinstance(run.summary, TextGenerationSummary)  # the untyped summary of schema 1, upgraded
+        assert run.summary.output_tokens_per_s == 812.5
+        assert dump_summary(run.summary) == {"output_tokens_per_s": 812.5}
         assert run.environment == {"hash": "sha256:0ld", "driver": "550"}
         assert store.env_hash("oldrun01") == "sha256:0ld"  # revision 0002 filled it for the old run
         assert store.get_requests("oldrun01") == [

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuledger.errors import InvalidInputError, UsageError
-from gpuledger.records import RunInfo
+from gpuledger.records import RunInfo, TextGenerationSummary
 from gpuledger.workload.datasets import file_sha256
 
 SERVER_ENGINES = ("openai", "ollama")
@@ -91,7 +91,8 @@ def workload_of(run: RunInfo) -> LikeWorkload:
             "num_requests": int(_need(run, wl, "num_requests", "workload")),
             "warmup": 1 if cfg.get("warmup", True) else 0,
             "seed": int(_need(run, wl, "seed", "workload")),
-            "slo": _slo_text(run.summary.get("slo")),
+            "slo": _slo_text(run.summary.slo.limits() if isinstance(run.summary, TextGenerationSummary)
+                             and run.summary.slo is not None else None),
         }
         return LikeWorkload(run.id, "torch", values)
     if run.engine not in SERVER_ENGINES:

@@ -9,8 +9,9 @@
 - Goodput: requests meeting every given SLO ÷ window.
 
 Throughput and latency use the successful requests; failed ones count in ``error_rate``. Latency
-blocks are in milliseconds with ``mean, p50, p90, p95, p99, std, min, max, n``; percentiles
-interpolate linearly between order statistics (numpy's default), ``std`` is the population std.
+blocks (``records.textgen.Latency``) are in milliseconds with ``mean, p50, p90, p95, p99, std, min, max,
+n``; percentiles interpolate linearly between order statistics (numpy's default), ``std`` is the
+population std.
 """
 
 from __future__ import annotations
@@ -21,7 +22,17 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from gpuledger.errors import UsageError
-from gpuledger.records import TOKEN_SOURCES, RequestRecord
+from gpuledger.records import TOKEN_SOURCES, RequestRecord, RunInfo
+from gpuledger.records.summary import ErrorExample
+from gpuledger.records.textgen import (
+    Latency,
+    LengthExample,
+    OutputLengthCheck,
+    ServerTimings,
+    SloOutcome,
+    TextGenerationSummary,
+    TextStageSummary,
+)
 
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
 LATENCY_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
@@ -39,35 +50,25 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac
 
 
-def stats(values: Iterable[float]) -> dict[str, float | int | None]:
-    """``{mean, p50, p90, p95, p99, std, min, max, n}``; every figure ``None`` when there are no values."""
+def stats(values: Iterable[float]) -> Latency:
+    """``Latency`` (mean, p50, p90, p95, p99, std, min, max, n); every figure ``None`` without values."""
     v = sorted(values)
     n = len(v)
     if n == 0:
-        return {
-            "mean": None,
-            "p50": None,
-            "p90": None,
-            "p95": None,
-            "p99": None,
-            "std": None,
-            "min": None,
-            "max": None,
-            "n": 0,
-        }
+        return Latency(mean=None, p50=None, p90=None, p95=None, p99=None, std=None, min=None, max=None, n=0)
     mean = math.fsum(v) / n
     var = math.fsum((x - mean) ** 2 for x in v) / n
-    return {
-        "mean": mean,
-        "p50": percentile(v, 50),
-        "p90": percentile(v, 90),
-        "p95": percentile(v, 95),
-        "p99": percentile(v, 99),
-        "std": math.sqrt(var),
-        "min": v[0],
-        "max": v[-1],
-        "n": n,
-    }
+    return Latency(
+        mean=mean,
+        p50=percentile(v, 50),
+        p90=percentile(v, 90),
+        p95=percentile(v, 95),
+        p99=percentile(v, 99),
+        std=math.sqrt(var),
+        min=v[0],
+        max=v[-1],
+        n=n,
+    )
 
 
 def ttft_s(r: RequestRecord) -> float | None:
@@ -171,7 +172,7 @@ def _rate(x: float | int, window: float) -> float | None:
     return x / window if window > 0 else None
 
 
-def _server_timings(ok: list[RequestRecord]) -> dict[str, Any] | None:
+def _server_timings(ok: list[RequestRecord]) -> ServerTimings | None:
     """Client timings side by side with the server's own (Ollama's done line, llama.cpp ``timings``)."""
     rows = [r for r in ok if r.server_timings]
     if not rows:
@@ -235,7 +236,7 @@ def _server_timings(ok: list[RequestRecord]) -> dict[str, Any] | None:
     out["ttft_client_minus_server_ms"] = a - b if a is not None and b is not None else None
     a, b = out["client_e2e_ms_mean"], out["server_total_ms_mean"]
     out["e2e_client_minus_server_ms"] = a - b if a is not None and b is not None else None
-    return out
+    return ServerTimings.model_validate(out)
 
 
 def summarize(
@@ -243,12 +244,24 @@ def summarize(
     *,
     slo: dict[str, float] | None = None,
     stages: Sequence[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    """The run summary of docs/contracts.md, computed from the requests alone.
+) -> TextGenerationSummary:
+    """The run summary (``records.textgen.TextGenerationSummary``), computed from the requests alone.
 
     ``stages`` (a sweep): ordered ``{"stage": name, ...params}`` dicts; each gets its own summary of
     the requests whose ``stage`` matches, with the params merged in."""
-    slo = slo or {}
+    fields = _summary_fields(records, slo or {})
+    if stages:
+        out_stages = []
+        for params in stages:
+            name = params.get("stage", "")
+            sub = [r for r in records if r.stage == name]
+            out_stages.append(TextStageSummary(**params, **_summary_fields(sub, slo or {})))
+        fields["stages"] = out_stages
+    return TextGenerationSummary(**fields)
+
+
+def _summary_fields(records: Sequence[RequestRecord], slo: dict[str, float]) -> dict[str, Any]:
+    """The fields of a summary of ``records`` (only those that apply are set: absent stays absent)."""
     ok = [r for r in records if r.ok]
     failed = len(records) - len(ok)
     sends = [r.t_send for r in records]
@@ -281,36 +294,42 @@ def summarize(
         summary["input_tokens_unknown_requests"] = input_missing
     if slo:
         met = sum(1 for r in ok if meets_slo(r, slo))
-        summary["slo"] = {**slo, "met": met, "met_ratio": met / len(records) if records else None}
+        summary["slo"] = SloOutcome(**slo, met=met, met_ratio=met / len(records) if records else None)
         summary["goodput_requests_per_s"] = _rate(met, window)
     counts = Counter(r.token_source for r in records)
     summary["token_source"] = {s: counts[s] for s in TOKEN_SOURCES if counts[s]}
     checked = [r for r in ok if r.requested_output_tokens is not None]
     bad = [r for r in checked if r.output_tokens != r.requested_output_tokens]
-    summary["output_len_mismatch"] = {
-        "checked": len(checked),
-        "count": len(bad),
-        "requested_tokens_total": sum(r.requested_output_tokens or 0 for r in checked),
-        "received_tokens_total": sum(r.output_tokens or 0 for r in checked),
-        "examples": [
-            {"index": r.index, "requested": r.requested_output_tokens, "received": r.output_tokens}
+    summary["output_len_mismatch"] = OutputLengthCheck(
+        checked=len(checked),
+        count=len(bad),
+        requested_tokens_total=sum(r.requested_output_tokens or 0 for r in checked),
+        received_tokens_total=sum(r.output_tokens or 0 for r in checked),
+        examples=[
+            LengthExample(index=r.index, requested=r.requested_output_tokens, received=r.output_tokens)
             for r in bad[:_MAX_EXAMPLES]
         ],
-    }
+    )
     errors = Counter((r.error or "").split(":", 1)[0] for r in records if not r.ok)
     if errors:
         summary["errors"] = dict(errors.most_common())
-        summary["error_examples"] = [{"index": r.index, "error": r.error} for r in records if not r.ok][
-            :_MAX_EXAMPLES
-        ]
+        summary["error_examples"] = [
+            ErrorExample(index=r.index, error=r.error) for r in records if not r.ok
+        ][:_MAX_EXAMPLES]
     st = _server_timings(ok)
     if st is not None:
         summary["server_timings"] = st
-    if stages:
-        out_stages = []
-        for params in stages:
-            name = params.get("stage", "")
-            sub = [r for r in records if r.stage == name]
-            out_stages.append({**params, **summarize(sub, slo=slo)})
-        summary["stages"] = out_stages
     return summary
+
+
+def summarize_run(info: RunInfo, records: Sequence[RequestRecord]) -> TextGenerationSummary:
+    """The summary of a stored run recomputed from its requests, with the SLOs and sweep stages it was
+    run with (for a run that was never finalised: killed, or its writer died)."""
+    cfg = info.config or {}
+    raw_slo = cfg.get("slo")
+    slo = {k: float(v) for k, v in raw_slo.items() if k in SLO_KEYS} if isinstance(raw_slo, dict) else {}
+    load = cfg.get("load")
+    stages: list[dict[str, Any]] | None = None
+    if isinstance(load, dict) and load.get("kind") == "sweep" and isinstance(load.get("stages"), list):
+        stages = [dict(s) for s in load["stages"] if isinstance(s, dict) and "stage" in s]
+    return summarize(records, slo=slo, stages=stages or None)

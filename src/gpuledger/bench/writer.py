@@ -293,7 +293,7 @@ class RunWriter:
         records = self.store.get_requests(self.run_id)
         summary = summarize(records, slo=self.slo, stages=self.stages)
         if extra_summary:
-            summary.update(extra_summary)
+            summary = summary.amended(**extra_summary)
         self._store_notes(client)
         fields: dict[str, Any] = {
             "status": _final_status(status, records, write_error),

@@ -19,6 +19,7 @@ from rich.table import Table
 
 from gpuledger.cli.common import DbOpt, JsonOpt, console, err_console, print_json
 from gpuledger.errors import EngineError, Interrupted, UsageError
+from gpuledger.records import dump_summary
 
 if TYPE_CHECKING:
     from gpuledger.bench.like import LikeWorkload
@@ -53,7 +54,7 @@ def _lat_row(table: Table, name: str, block: dict[str, Any] | None) -> None:
 
 def render_run(info: RunInfo) -> None:
     """The human summary of a run on stdout."""
-    s = info.summary
+    s = dump_summary(info.summary)
     srv = info.server
     who = srv.get("kind", "unknown") + (f" {srv['version']}" if srv.get("version") else "")
     console.print(
@@ -469,23 +470,25 @@ def _emit(info: RunInfo, json_out: bool) -> None:
         print_json(info)
     else:
         render_run(info)
-    aborted = info.summary.get("aborted")
+    summary = info.summary
+    aborted = summary.aborted if summary is not None else None
     if aborted:
         sys.stdout.flush()
         raise EngineError(f"run {info.id} stopped and was kept as incomplete: {aborted}")
-    interrupted = info.summary.get("interrupted")
+    interrupted = summary.interrupted if summary is not None else None
     if interrupted:
         sys.stdout.flush()
         raise Interrupted(
-            f"{interrupted['signal']}: run {info.id} saved as incomplete with "
-            f"{interrupted['finished_requests']} finished requests"
+            f"{interrupted.signal}: run {info.id} saved as incomplete with "
+            f"{interrupted.finished_requests} finished requests"
         )
     if info.status == "failed":  # every request failed (RunWriter.finish): the engine's error, exit 6
         sys.stdout.flush()
-        first = (info.summary.get("error_examples") or [{}])[0].get("error")
+        examples = (summary.error_examples if summary is not None else None) or []
+        first = examples[0].error if examples else None
+        failed = summary.num_failed if summary is not None else info.num_requests
         raise EngineError(
-            f"run {info.id}: all {info.summary.get('num_failed', info.num_requests)} requests failed; "
-            f"the first: {first}",
+            f"run {info.id}: all {failed} requests failed; the first: {first}",
             hint="check --model, --endpoint and the server's log",
         )
 

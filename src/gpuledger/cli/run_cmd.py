@@ -29,6 +29,7 @@ from rich.progress import (
 from gpuledger.cli.common import DbOpt, JsonOpt, console, err_console, print_json
 from gpuledger.cli.files import check_target, write_output
 from gpuledger.errors import GpuledgerError, InvalidInputError, MissingDependencyError, UsageError
+from gpuledger.records import dump_summary
 
 if TYPE_CHECKING:
     from gpuledger.cost import CostProfile
@@ -195,7 +196,7 @@ def _document(
     html: str | None, missing: list[str], reason: str, skipped: list[str],
 ) -> dict[str, Any]:
     run = bench.run
-    s = run.summary
+    s = dump_summary(run.summary)
     ttft = _block(s, "ttft_ms")
     tpot = _block(s, "tpot_ms")
     telemetry_peak = [

@@ -21,7 +21,7 @@ from gpuledger.cli.common import DbOpt, JsonOpt, console, err_console, print_jso
 from gpuledger.cli.files import check_target, write_output
 from gpuledger.errors import InvalidInputError, NotFoundError
 from gpuledger.quantity import Quantity
-from gpuledger.records import RequestRecord, RunInfo
+from gpuledger.records import RequestRecord, RunInfo, dump_summary
 
 if TYPE_CHECKING:
     from gpuledger.store import Store
@@ -83,7 +83,7 @@ def output_rate(run: RunInfo) -> Quantity:
             "failed": "run failed",
         }.get(run.status, "no summary stored")
         return Quantity.missing(unit, source, reason)
-    value = _finite(run.summary.get("output_tokens_per_s"))
+    value = _finite(dump_summary(run.summary).get("output_tokens_per_s"))
     if value is None:
         return Quantity.missing(unit, source, "not in the summary")
     return Quantity(value, unit, source, "output tokens ÷ measured window")
@@ -204,7 +204,7 @@ def _header_rows(run: RunInfo, env_hash: str | None) -> list[tuple[str, str]]:
 
 
 def _summary_rows(run: RunInfo) -> list[tuple[str, str]]:
-    s = run.summary
+    s = dump_summary(run.summary)
     unit = run.unit or "token"
     rows: list[tuple[str, str]] = [("output rate", _rate_text(output_rate(run)))]
     for key, label, what in (
@@ -303,7 +303,7 @@ def show(
     console.print(_kv_table(_header_rows(info, env_hash)))
     console.rule("summary", align="left")
     console.print(_kv_table(_summary_rows(info)))
-    latency = _latency_table(info.summary)
+    latency = _latency_table(dump_summary(info.summary))
     if latency is not None:
         console.print(latency)
     if info.workload:

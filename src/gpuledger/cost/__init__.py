@@ -2,24 +2,20 @@
 
 ``load_profile(name_or_path)``, ``default_profile_for(run)``, ``cost_of_run(run, profile)`` -> ``RunCost``,
 ``compare(runs_costs)`` -> ``Comparison``, ``hourly_cost(profile, power_w)`` -> ``HourlyCost``,
-``estimate_run(run, gpu_name)`` -> ``Estimate``. Formulas: docs/cost.md.
+``estimate_run(run, gpu_name)`` -> ``Estimate``. Formulas: docs/cost.md. Every function prices whatever
+unit of work a run measured (``RunSummary.work()``); a workload's own pricing figures (text generation:
+``cost/tokens.py``) register themselves when this package is imported.
 """
 
-from gpuledger.cost.compare import BreakEven, Comparison, PairComparison, SensitivityRow, compare, ratio_of
+from gpuledger.cost import tokens as _tokens  # registers the text-generation figures
+from gpuledger.cost.breakeven import BreakEven, SensitivityRow, ratio_of
+from gpuledger.cost.compare import Comparison, PairComparison, compare
 from gpuledger.cost.estimate import Estimate, estimate_run
-from gpuledger.cost.model import (
-    CostInputs,
-    Evaluation,
-    HourlyCost,
-    PowerResolution,
-    RunCost,
-    cost_of_run,
-    evaluate,
-    hourly_cost,
-    money_prefix,
-)
+from gpuledger.cost.model import CostInputs, Evaluation, HourlyCost, evaluate, hourly_cost, money_prefix
+from gpuledger.cost.power import PowerResolution
 from gpuledger.cost.presets import builtin_presets, cpu_defaults, default_profile_for, load_profile
 from gpuledger.cost.profile import HOURS_PER_MONTH, CostProfile, profile_from_text
+from gpuledger.cost.runcost import RunCost, cost_of_run, register_pricing
 
 __all__ = [
     "HOURS_PER_MONTH",
@@ -34,6 +30,7 @@ __all__ = [
     "PowerResolution",
     "RunCost",
     "SensitivityRow",
+    "_tokens",
     "builtin_presets",
     "compare",
     "cost_of_run",
@@ -46,4 +43,5 @@ __all__ = [
     "money_prefix",
     "profile_from_text",
     "ratio_of",
+    "register_pricing",
 ]

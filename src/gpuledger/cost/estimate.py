@@ -25,21 +25,16 @@ from gpuledger.catalog import (
     roofline_scale,
 )
 from gpuledger.catalog.roofline import TB
-from gpuledger.cost.model import PowerResolution, RunCost, cost_of_run, prefill_share_of
 from gpuledger.cost.operating import operating_point
+from gpuledger.cost.power import PowerResolution
 from gpuledger.cost.presets import gpu_default_profile
 from gpuledger.cost.profile import CostProfile
-from gpuledger.cost.runview import DeviceView, gpu_devices, summary_number
+from gpuledger.cost.runcost import RunCost, cost_of_run
+from gpuledger.cost.runview import DeviceView, gpu_devices
+from gpuledger.cost.tokens import prefill_share_of
 from gpuledger.errors import InvalidInputError, NotFoundError
-from gpuledger.records import DoctorRunRecord, RunInfo
+from gpuledger.records import DoctorRunRecord, Latency, RunInfo, RunSummary, TextGenerationSummary
 
-_RATE_KEYS = (
-    "output_tokens_per_s",
-    "input_tokens_per_s",
-    "total_tokens_per_s",
-    "requests_per_s",
-    "goodput_requests_per_s",
-)
 _PARAM_KEYS = ("num_parameters", "param_count", "parameters", "model_parameters", "n_params")
 _CONCURRENCY_KEYS = ("concurrency", "max_concurrency", "batch_size", "num_concurrent")
 
@@ -72,7 +67,8 @@ class Estimate:
     target: GpuSpec
     scale: RooflineScale
     cost: RunCost
-    scaled_summary: dict[str, Any]
+    scaled_summary: RunSummary
+    measured_summary: RunSummary
     efficiency: dict[str, Any]
     assumptions: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -85,8 +81,13 @@ class Estimate:
             "source_gpu": {"key": self.source.key, "name": self.source.name},
             "target_gpu": {"key": self.target.key, "name": self.target.name},
             "roofline": self.scale.to_dict(),
-            "estimated_throughput": {k: self.scaled_summary.get(k) for k in (*_RATE_KEYS, "window_s")},
-            "measured_throughput": {k: self.run.summary.get(k) for k in _RATE_KEYS},
+            "estimated_throughput": {
+                **{key: self.scaled_summary.rate(u) for u, key in self.scaled_summary.rate_keys()},
+                "window_s": self.scaled_summary.window_s,
+            },
+            "measured_throughput": {
+                key: self.measured_summary.rate(u) for u, key in self.measured_summary.rate_keys()
+            },
             "efficiency": self.efficiency,
             "cost": self.cost.to_dict(),
             "assumptions": self.assumptions,
@@ -94,7 +95,9 @@ class Estimate:
         }
 
 
-def _efficiency(run: RunInfo, spec: GpuSpec, n: int, dtype: str | None) -> dict[str, Any]:
+def _efficiency(
+    run: RunInfo, summary: RunSummary, spec: GpuSpec, n: int, dtype: str | None
+) -> dict[str, Any]:
     """MBU/MFU of the measured run on its GPU, when the run records the model's parameter count."""
     params = _lookup(run, _PARAM_KEYS)
     if params is None:
@@ -103,10 +106,7 @@ def _efficiency(run: RunInfo, spec: GpuSpec, n: int, dtype: str | None) -> dict[
             "mbu": None,
             "reason": "the run does not record the model's parameter count (config num_parameters)",
         }
-    total_tps = summary_number(run, "total_tokens_per_s") or (
-        (summary_number(run, "output_tokens_per_s") or 0.0)
-        + (summary_number(run, "input_tokens_per_s") or 0.0)
-    )
+    total_tps = summary.rate("token") or 0.0
     peak_f, basis = peak_compute(spec, dtype)
     out: dict[str, Any] = {
         "num_parameters": params,
@@ -120,7 +120,7 @@ def _efficiency(run: RunInfo, spec: GpuSpec, n: int, dtype: str | None) -> dict[
         out["mfu_peak"] = basis
     concurrency = _lookup(run, _CONCURRENCY_KEYS)
     bw = peak_bandwidth(spec)
-    out_tps = summary_number(run, "output_tokens_per_s") or 0.0
+    out_tps = summary.rate("output_token") or 0.0
     if concurrency and bw.value is not None:
         steps_per_s = out_tps / concurrency
         out["mbu"] = decode_bytes_per_step(params, dtype) * steps_per_s / (n * bw.value * TB)
@@ -188,13 +188,19 @@ def estimate_run(
             hint="add the GPU to your catalog file (docs/cost.md)",
         )
     assumptions: list[str] = []
+    if run.summary is None:
+        raise InvalidInputError(
+            f"run {run.id} has no metrics summary (status {run.status}): nothing to scale"
+        )
+    measured: RunSummary = run.summary
     op = operating_point(run)
     if op is not None:
         # A sweep is carried over at the load it is priced at, not at the blend of its stages.
-        run = replace(run, summary={k: v for k, v in op.summary.items() if k != "stages"})
+        measured = op.summary.without_stages()
+        run = replace(run, summary=measured)
         assumptions.append(f"scaled from stage {op.stage} of the sweep: {op.rule}")
     if prefill_share is None:
-        share, how = prefill_share_of(run)
+        share, how = prefill_share_of(measured)
         if share is None:
             share = 0.0
             assumptions.append(
@@ -210,23 +216,16 @@ def estimate_run(
     assumptions.extend(scale.assumptions)
     n = len(used)
 
-    summary = dict(run.summary)
-    for key in _RATE_KEYS:
-        value = summary.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            summary[key] = value * scale.speedup
-    window = summary.get("window_s")
-    if isinstance(window, int | float) and window:
-        summary["window_s"] = window / scale.speedup
-    ttft, e2e = summary.get("ttft_ms"), summary.get("e2e_ms")
-    if (
-        isinstance(ttft, Mapping)
-        and isinstance(e2e, Mapping)
-        and isinstance(ttft.get("mean"), int | float)
-        and isinstance(e2e.get("mean"), int | float)
-    ):
-        summary["ttft_ms"] = {"mean": float(ttft["mean"]) / scale.compute_ratio}
-        summary["e2e_ms"] = {"mean": float(e2e["mean"]) / scale.speedup}
+    summary = measured.with_window(scale.speedup)
+    if isinstance(summary, TextGenerationSummary):
+        ttft, e2e = summary.ttft_ms.mean, summary.e2e_ms.mean
+        if ttft is not None and e2e is not None:
+            summary = summary.model_copy(
+                update={
+                    "ttft_ms": Latency(mean=ttft / scale.compute_ratio),
+                    "e2e_ms": Latency(mean=e2e / scale.speedup),
+                }
+            )
     telemetry = [
         {
             "device": f"{tgt.vendor}:{i}",
@@ -270,7 +269,8 @@ def estimate_run(
         scale,
         cost,
         summary,
-        _efficiency(run, src, n, dtype),
+        measured,
+        _efficiency(run, measured, src, n, dtype),
         assumptions,
         warnings + cost.warnings,
     )

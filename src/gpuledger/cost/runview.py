@@ -17,16 +17,6 @@ def _num(value: Any) -> float | None:
     return float(value)
 
 
-def summary_number(run: RunInfo, key: str) -> float | None:
-    return _num(run.summary.get(key)) if run.summary else None
-
-
-def summary_mean(run: RunInfo, key: str) -> float | None:
-    """Mean of a latency block (``ttft_ms`` -> ``{"mean": ...}``)."""
-    block = run.summary.get(key) if run.summary else None
-    return _num(block.get("mean")) if isinstance(block, Mapping) else None
-
-
 @dataclass(frozen=True, slots=True)
 class DeviceView:
     """One device of the run's telemetry summary."""

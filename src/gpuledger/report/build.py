@@ -16,8 +16,16 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from gpuledger import __version__
+from gpuledger.bench.metrics import e2e_s, itl_s, summarize_run, ttft_s
 from gpuledger.errors import UsageError
-from gpuledger.records import DoctorRunRecord, RequestRecord, RunInfo, TelemetrySample
+from gpuledger.records import (
+    DoctorRunRecord,
+    RequestRecord,
+    RunInfo,
+    RunSummary,
+    TelemetrySample,
+    dump_summary,
+)
 from gpuledger.report import costs as cost_part
 from gpuledger.report import fmt
 from gpuledger.report import serverstate as state_part
@@ -71,7 +79,7 @@ class RunData:
 
     info: RunInfo
     ref: RunRef
-    summary: dict[str, Any]
+    summary: dict[str, Any]  # the typed summary's document (dump_summary), for the tables
     summary_source: str
     requests: list[RequestRecord]
     telemetry: list[TelemetrySample]
@@ -114,7 +122,10 @@ def build_report(
         every = stride_for(_expected_gaps(info), ITL_GAP_BUDGET) if info.summary else 1
         requests = store.get_requests(info.id, chunks_every=every)
         telemetry = store.get_telemetry(info.id)
-        summary, summary_source = _summary(info, requests)
+        typed, summary_source = _summary(info, requests)
+        summary = dump_summary(typed)
+        # What the sections and the cost part read: the stored summary, or the one recomputed now.
+        info = replace(info, summary=typed)
         n_acc, acc_note = _accelerators(info)
         runs.append(
             RunData(
@@ -226,16 +237,18 @@ def _run_refs(infos: list[RunInfo]) -> list[RunRef]:
     return refs
 
 
-def _summary(info: RunInfo, requests: list[RequestRecord]) -> tuple[dict[str, Any], str]:
+def _summary(info: RunInfo, requests: list[RequestRecord]) -> tuple[RunSummary | None, str]:
     """The run's cached summary, or — when the run was never finalised (killed, incomplete) —
-    the summary recomputed now from its stored requests by the same metrics functions."""
-    if info.summary:
+    the summary recomputed now from its stored requests by the same metrics functions, with the run's
+    SLOs and sweep stages."""
+    if info.summary is not None:
         return info.summary, "stored summary (gpuledger.bench.metrics at the end of the run)"
     if not requests:
-        return {}, "no requests stored"
-    from gpuledger.bench.metrics import summarize
-
-    return summarize(requests), "recomputed now from the stored requests (gpuledger.bench.metrics)"
+        return None, "no requests stored"
+    return (
+        summarize_run(info, requests),
+        "recomputed now from the stored requests (gpuledger.bench.metrics)",
+    )
 
 
 def _accelerators(info: RunInfo) -> tuple[int, str]:
@@ -569,17 +582,16 @@ def _environment(runs: list[RunData], doctor_runs: list[DoctorRunRecord]) -> Sec
 def _expected_gaps(info: RunInfo) -> int:
     """Token gaps a finalised run holds, from its summary (output tokens − one per request)."""
     summary = info.summary
-    tokens = summary.get("output_tokens_total")
-    n = summary.get("num_ok") or info.num_requests
-    if not isinstance(tokens, int | float) or not isinstance(n, int | float):
+    if summary is None:
         return 0
-    return max(0, int(tokens) - int(n))
+    w = summary.work().get(summary.headline())
+    n = summary.num_ok or info.num_requests
+    return max(0, int(w.count) - int(n)) if w is not None else 0
 
 
 def _latency_samples(r: RunData) -> tuple[dict[str, list[float]], str]:
     """Per-request TTFT and E2E (all requests) and per-token ITL (every k-th request past
     ``ITL_GAP_BUDGET`` gaps), in ms, from the stored timestamps, by the bench's metric functions."""
-    from gpuledger.bench.metrics import e2e_s, itl_s, ttft_s
 
     ok = [q for q in r.requests if q.error is None]
     ttft = [v * 1000.0 for v in (ttft_s(q) for q in ok) if v is not None]

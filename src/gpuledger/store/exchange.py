@@ -28,8 +28,12 @@ from gpuledger.records import (
     RequestRecord,
     RunInfo,
     RunStatus,
+    RunSummary,
+    SummaryError,
     TelemetrySample,
     TokenSource,
+    dump_summary,
+    load_summary,
 )
 from gpuledger.store.codec import json_dumps, pack_f64, pack_i32, unpack_f64, unpack_i32
 
@@ -38,7 +42,9 @@ FORMAT_VERSION = 1
 
 RUN_FIELDS: tuple[str, ...] = tuple(RunInfo.__dataclass_fields__)
 _RUN_DATETIMES = ("created_at", "started_at", "finished_at")
-_RUN_DICTS = ("workload", "config", "environment", "server", "summary", "client")
+# RunInfo fields held as JSON objects (the summary is a typed model, stored as its JSON document).
+_RUN_DICTS = ("workload", "config", "environment", "server", "client")
+_ROW_DICTS = (*_RUN_DICTS, "summary")
 _RUN_TEXTS = ("label", "engine", "model", "base_url", "unit")
 _RUN_TEXT_LENGTHS = {"unit": 32}  # the VARCHAR columns (models.py); PostgreSQL enforces the length
 _TELEMETRY_TEXT_LENGTH = 128
@@ -103,6 +109,8 @@ def check_run_fields(fields: dict[str, Any]) -> None:
             raise InvalidInputError(f"{name} must be a datetime or None")
         if name in _RUN_DICTS and not isinstance(value, dict):
             raise InvalidInputError(f"{name} must be a dict")
+        if name == "summary" and value is not None and not isinstance(value, RunSummary):
+            raise InvalidInputError("summary must be a RunSummary or None")
         if name == "telemetry_summary" and not isinstance(value, list):
             raise InvalidInputError("telemetry_summary must be a list")
         if name == "num_requests" and int_problem(value):
@@ -120,9 +128,27 @@ def check_run_fields(fields: dict[str, Any]) -> None:
 
 def run_values(info: RunInfo) -> dict[str, Any]:
     """The ``runs`` columns for ``info`` (everything but the writer and heartbeat columns)."""
-    values = {name: getattr(info, name) for name in RUN_FIELDS}
+    values = column_values({name: getattr(info, name) for name in RUN_FIELDS})
     values["env_hash"] = env_hash(info.environment)
     return values
+
+
+def column_values(fields: dict[str, Any]) -> dict[str, Any]:
+    """RunInfo field values -> column values: the summary as its stored document (schema marked)."""
+    if "summary" in fields:
+        fields = {**fields, "summary": dump_summary(fields["summary"], stored=True)}
+    return fields
+
+
+def read_summary(doc: Any) -> RunSummary | None:
+    """A stored summary document -> the typed summary (older schemas upgraded); ValueError (the store's
+    "unreadable value") naming what is wrong."""
+    if doc is not None and not isinstance(doc, dict):
+        raise ValueError(f"column summary holds {type(doc).__name__}, not a JSON object")
+    try:
+        return load_summary(doc)
+    except SummaryError as exc:
+        raise ValueError(f"column summary: {exc}") from exc
 
 
 def run_row_problem(m: Mapping[Any, Any]) -> str | None:
@@ -130,7 +156,7 @@ def run_row_problem(m: Mapping[Any, Any]) -> str | None:
     hand-edited SQLite file), or None."""
     for name in RUN_FIELDS:
         value = m[name]
-        if name in _RUN_DICTS:
+        if name in _ROW_DICTS:
             ok = isinstance(value, dict)
         elif name == "telemetry_summary":
             ok = isinstance(value, list)
@@ -166,7 +192,8 @@ def run_from_row(row: Row[Any], status: RunStatus) -> RunInfo:
     problem = run_row_problem(m)
     if problem:
         raise ValueError(problem)
-    return RunInfo(**{name: m[name] for name in RUN_FIELDS if name != "status"}, status=status)
+    values = {name: m[name] for name in RUN_FIELDS if name not in ("status", "summary")}
+    return RunInfo(**values, status=status, summary=read_summary(m["summary"]))
 
 
 def request_problems(r: RequestRecord) -> list[tuple[str, str]]:
@@ -357,6 +384,7 @@ def run_to_dict(info: RunInfo) -> dict[str, Any]:
     for name in RUN_FIELDS:
         value = getattr(info, name)
         out[name] = _iso(value) if name in _RUN_DATETIMES else value
+    out["summary"] = dump_summary(info.summary)
     return out
 
 
@@ -539,7 +567,11 @@ def parse_document(doc: Any) -> tuple[RunInfo, list[RequestRecord], list[Telemet
         msg = str(first["msg"]).removeprefix("Value error, ")
         raise InvalidInputError(f"malformed gpuledger run export: {where}{msg}{more}") from exc
     run = parsed.run
-    info = RunInfo(**{name: getattr(run, name) for name in RUN_FIELDS})
+    try:
+        summary = load_summary(run.summary)
+    except SummaryError as exc:
+        raise InvalidInputError(f"malformed gpuledger run export: run.summary: {exc}") from exc
+    info = RunInfo(**{name: getattr(run, name) for name in RUN_FIELDS if name != "summary"}, summary=summary)
     requests = [
         RequestRecord(
             r.index, r.t_send, r.t_first, r.t_end, r.chunk_times, r.chunk_tokens, r.input_tokens,

@@ -223,9 +223,9 @@ class Store:
         reads as ``incomplete`` once that process is gone.
         """
         given = check_run_id(info.id.strip().lower()) if info.id.strip() else None
-        values = exchange.run_values(info)
-        exchange.check_run_fields({k: values[k] for k in exchange.RUN_FIELDS if k != "id"}
+        exchange.check_run_fields({k: getattr(info, k) for k in exchange.RUN_FIELDS if k != "id"}
                                   | {"created_at": info.created_at or _now()})
+        values = exchange.run_values(info)
         now = _now()
         values.update(created_at=info.created_at or now, updated_at=now, **_writer_values(current_writer()))
         for _ in range(_ID_ATTEMPTS):
@@ -247,7 +247,7 @@ class Store:
         ``lock_wait_s`` (here and on every write): wait at most this long for another writer's lock,
         then raise StoreLockedError with nothing changed."""
         exchange.check_run_fields(fields)
-        values = dict(fields)
+        values = exchange.column_values(dict(fields))
         if "environment" in fields:
             values["env_hash"] = exchange.env_hash(fields["environment"])
         if fields.get("status") == "running":

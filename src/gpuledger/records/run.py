@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from gpuledger.records.summary import RunSummary
+
 RunStatus = Literal["running", "complete", "incomplete", "failed"]
 RUN_STATUSES: tuple[RunStatus, ...] = ("running", "complete", "incomplete", "failed")
 
@@ -60,8 +62,8 @@ class TelemetrySample:
 
 @dataclass(slots=True)
 class RunInfo:
-    """The header of a run. ``summary`` is the cached output of the metrics functions and can be
-    recomputed from the requests at any time."""
+    """The header of a run. ``summary`` is the cached output of the metrics functions (``None`` until the
+    run is summarised) and can be recomputed from the requests at any time."""
 
     id: str
     label: str = ""
@@ -76,7 +78,7 @@ class RunInfo:
     config: dict[str, Any] = field(default_factory=dict)
     environment: dict[str, Any] = field(default_factory=dict)
     server: dict[str, Any] = field(default_factory=dict)
-    summary: dict[str, Any] = field(default_factory=dict)
+    summary: RunSummary | None = None
     telemetry_summary: list[dict[str, Any]] = field(default_factory=list)
     client: dict[str, Any] = field(default_factory=dict)
     duration_s: float | None = None

@@ -1,0 +1,197 @@
+"""What makes two runs not like-for-like: a different model, workload, settings, software stack, power
+basis or operating point. ``comparison_warnings`` lists it for ``compare`` and the reports."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from gpuledger.cost.runcost import RunCost
+from gpuledger.cost.runview import flat
+from gpuledger.records import RunInfo, RunSummary
+
+# Environment/config keys are compared by their words (``torch.cuda_version`` -> torch, cuda, version).
+_VENDOR_STACK_WORDS = frozenset(
+    {"driver", "cuda", "rocm", "hip", "nvml", "amdsmi", "nccl", "rccl", "cudnn", "miopen", "amdgpu", "kfd"}
+)
+_SOFTWARE_WORDS = frozenset(
+    {
+        "torch",
+        "vllm",
+        "sglang",
+        "llama",
+        "llamacpp",
+        "ollama",
+        "tgi",
+        "transformers",
+        "engine",
+        "tensorrt",
+        "triton",
+        "xformers",
+        "flash",
+        "python",
+    }
+)
+_IGNORED_ENV_WORDS = frozenset(
+    {
+        "hash",
+        "time",
+        "timestamp",
+        "date",
+        "host",
+        "hostname",
+        "machine",
+        "uuid",
+        "serial",
+        "pid",
+        "collected",
+        "created",
+        "duration",
+        "at",
+    }
+)
+_IGNORED_CONFIG_WORDS = frozenset(
+    {"url", "host", "port", "path", "file", "dir", "label", "db", "store", "secret", "password", "seed",
+     "like", "metrics"}
+)
+
+
+def _words(key: str) -> set[str]:
+    return {w for w in re.split(r"[^a-z0-9]+", key.lower()) if w}
+
+
+def _strip_local(version: Any) -> Any:
+    """``"2.5.1+cu121"`` -> ``"2.5.1"``: builds for different vendors differ by design."""
+    return version.split("+", 1)[0] if isinstance(version, str) else version
+
+
+def _vendor(cost: RunCost) -> str:
+    vendors = {
+        str(d.get("vendor")) for d in cost.run.telemetry_summary if d.get("vendor") in ("nvidia", "amd")
+    }
+    return ",".join(sorted(vendors)) or cost.kind
+
+
+def environment_differences(a: RunCost, b: RunCost) -> tuple[list[str], list[str]]:
+    """(warnings, notes) about environment keys that differ."""
+    env_a, env_b = flat(a.run.environment or {}), flat(b.run.environment or {})
+    same_vendor = _vendor(a) == _vendor(b)
+    warns: list[str] = []
+    notes: list[str] = []
+    for key in sorted(set(env_a) | set(env_b)):
+        low = key.lower()
+        words = _words(low)
+        if words & _IGNORED_ENV_WORDS:
+            continue
+        va, vb = env_a.get(key), env_b.get(key)
+        is_stack = bool(words & _VENDOR_STACK_WORDS)
+        is_software = bool(words & _SOFTWARE_WORDS)
+        if not (is_stack or is_software):
+            continue
+        if is_stack and not same_vendor:
+            if va != vb:
+                notes.append(f"environment {key}: {va!r} vs {vb!r} (different vendor stacks; expected)")
+            continue
+        if _strip_local(va) != _strip_local(vb):
+            warns.append(f"environments differ: {key} = {va!r} (A) vs {vb!r} (B)")
+    return warns, notes
+
+
+def _mean_per_item(summary: RunSummary | None, unit: str) -> float | None:
+    """Work of ``unit`` per successful item (request, step, image) on average."""
+    if summary is None or not summary.num_ok:
+        return None
+    w = summary.work().get(unit)
+    return w.count / summary.num_ok if w is not None else None
+
+
+def _queueing(run: RunInfo) -> str | None:
+    """How the run's server queued requests (``server.state``, read from its /metrics): a phrase, "" when
+    it did not, None when unknown."""
+    from gpuledger.bench.server_state import QUEUE_NOTE_MS  # bench imports monitor: a cycle (layering)
+
+    state = (run.server or {}).get("state") or {}
+    if not isinstance(state, dict):
+        return None
+    waiting = state.get("waiting")
+    peak = waiting.get("max") if isinstance(waiting, dict) else None
+    queue = state.get("queue_time_ms_mean")
+    known = False
+    if isinstance(peak, int | float):
+        known = True
+        if peak > 0:
+            return f"up to {peak:g} waiting"
+    if isinstance(queue, int | float):
+        known = True
+        if queue >= QUEUE_NOTE_MS:
+            return f"{queue:.0f} ms mean queue time"
+    return "" if known else None
+
+
+def _saturation_warnings(ra: RunInfo, rb: RunInfo) -> list[str]:
+    """Two runs at different operating points: one server queued requests, the other did not."""
+    qa, qb = _queueing(ra), _queueing(rb)
+    if qa is None or qb is None or bool(qa) == bool(qb):
+        return []
+    busy, idle, how = ("A", "B", qa) if qa else ("B", "A", qb)
+    return [
+        f"{busy}'s server kept requests waiting in its queue ({how}) while {idle}'s did not: "
+        f"{busy} was measured at saturation, {idle} below it — its latency includes queueing and its "
+        "throughput is its ceiling; compare at the same operating point (a --sweep shows both)"
+    ]
+
+
+def comparison_warnings(a: RunCost, b: RunCost) -> list[str]:
+    ra, rb = a.run, b.run
+    out: list[str] = []
+    if ra.model != rb.model:
+        out.append(f"different models: {ra.model!r} (A) vs {rb.model!r} (B)")
+    wa, wb = flat(ra.workload or {}), flat(rb.workload or {})
+    same_file = wa.get("sha256") is not None and wa.get("sha256") == wb.get("sha256")
+    # A dataset file read from another place is the same workload when its bytes are the same.
+    diff = sorted(
+        k for k in set(wa) | set(wb) if wa.get(k) != wb.get(k) and not (same_file and k == "path")
+    )
+    if diff:
+        out.append(
+            "different workloads: "
+            + ", ".join(f"{k} = {wa.get(k)!r} vs {wb.get(k)!r}" for k in diff[:6])
+            + (f" (+{len(diff) - 6} more)" if len(diff) > 6 else "")
+        )
+    ca, cb = flat(ra.config or {}), flat(rb.config or {})
+    cdiff = sorted(
+        k
+        for k in set(ca) | set(cb)
+        if ca.get(k) != cb.get(k) and not (_words(k) & _IGNORED_CONFIG_WORDS) and "api_key" not in k.lower()
+    )
+    if cdiff:
+        out.append(
+            "different run settings: " + ", ".join(f"{k} = {ca.get(k)!r} vs {cb.get(k)!r}" for k in cdiff[:6])
+        )
+    sa_, sb_ = ra.summary, rb.summary
+    for unit, what, per in sa_.SIZE_UNITS if sa_ is not None else ():
+        ma, mb = _mean_per_item(sa_, unit), _mean_per_item(sb_, unit)
+        if ma and mb and abs(ma - mb) / max(ma, mb) > 0.05:
+            out.append(f"different {what}: {ma:.1f} vs {mb:.1f} {per} on average")
+    for side, run in (("A", ra), ("B", rb)):
+        for note in run.summary.fidelity_notes() if run.summary is not None else ():
+            out.append(f"run {run.id} ({side}): {note}")
+        if run.status != "complete":
+            out.append(f"run {run.id} ({side}) is {run.status}, not complete")
+    out.extend(_saturation_warnings(ra, rb))
+    if ra.engine != rb.engine:
+        out.append(f"different engines: {ra.engine!r} (A) vs {rb.engine!r} (B)")
+    sa, sb = flat(ra.server or {}), flat(rb.server or {})
+    for key in sorted(set(sa) & set(sb)):
+        if "version" in key.lower() and sa[key] != sb[key] and ra.engine == rb.engine:
+            out.append(f"different {ra.engine or 'engine'} versions: {sa[key]!r} (A) vs {sb[key]!r} (B)")
+    env_warns, _ = environment_differences(a, b)
+    out.extend(env_warns)
+    if a.power.estimate != b.power.estimate:
+        out.append(f"power basis differs: A {a.power.source}; B {b.power.source}")
+    if a.inputs.utilisation != b.inputs.utilisation:
+        out.append(
+            f"the profiles assume different utilisation: {a.inputs.utilisation:.0%} (A) vs "
+            f"{b.inputs.utilisation:.0%} (B)"
+        )
+    return out

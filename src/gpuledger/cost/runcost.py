@@ -1,0 +1,367 @@
+"""The cost of one measured run under one profile: ``cost_of_run`` -> ``RunCost``.
+
+The run's summary says what work it did (``RunSummary.work()``: a rate per unit) and which unit is its
+headline; this module prices every unit the same way, with no knowledge of what a unit is. What only one
+kind of workload has (the prefill/decode split of a token price, the price at an SLO) comes from that
+workload's pricing module, registered with ``register_pricing`` (text generation: ``cost/tokens.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from gpuledger.catalog import Catalog, load_catalog
+from gpuledger.cost.labour import resolve_setup_hours
+from gpuledger.cost.model import CostInputs, Evaluation, evaluate, money_prefix
+from gpuledger.cost.operating import DEFAULT_ATTAINMENT, OperatingPoint, operating_point
+from gpuledger.cost.power import PowerResolution, resolve_power
+from gpuledger.cost.profile import HOURS_PER_MONTH, CostProfile
+from gpuledger.cost.runview import DeviceView, cpu_device, gpu_devices
+from gpuledger.errors import InvalidInputError
+from gpuledger.records import DoctorRunRecord, RunInfo, RunSummary
+
+# Extra cost figures a kind of workload adds to its runs' cost documents (``RunCost.to_dict``).
+PricingExtra = Callable[["RunCost"], dict[str, Any]]
+_EXTRAS: dict[type[RunSummary], PricingExtra] = {}
+
+
+def register_pricing(kind: type[RunSummary], extra: PricingExtra) -> None:
+    """Add ``extra(cost)``'s keys to the cost document of every run whose summary is a ``kind``."""
+    _EXTRAS[kind] = extra
+
+
+def _extras(summary: RunSummary) -> PricingExtra | None:
+    for cls in type(summary).__mro__:
+        if cls in _EXTRAS:
+            return _EXTRAS[cls]
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class RunCost:
+    """The cost of one measured run under one profile (``to_dict()`` = the ``cost --json`` document).
+    ``summary`` is what was priced: the run's, or the stage of a sweep chosen as its operating point."""
+
+    run: RunInfo
+    profile: CostProfile
+    summary: RunSummary
+    inputs: CostInputs
+    evaluation: Evaluation
+    kind: str  # "gpu" | "cpu" | "unknown"
+    device_names: list[str]
+    idle_gpus: list[str]
+    power: PowerResolution
+    setup_source: str
+    energy: dict[str, Any]
+    assumptions: list[str]
+    warnings: list[str]
+    operating_point: dict[str, Any] | None = None  # the sweep stage priced (cost/operating.py)
+    rate_source: str = "run summary (measured)"
+
+    @property
+    def currency(self) -> str:
+        return self.profile.currency
+
+    @property
+    def headline(self) -> str:
+        return self.inputs.headline
+
+    def recompute(self, **changes: Any) -> Evaluation:
+        """Evaluate again with some inputs changed (profile fields go through ``profile=...``)."""
+        return evaluate(replace(self.inputs, **changes))
+
+    def price_text(self, unit: str | None = None) -> str:
+        """``"USD per 1M output tokens"``."""
+        return f"{self.currency} {self.inputs.unit(unit or self.headline).per_text()}"
+
+    def to_dict(self) -> dict[str, Any]:
+        p = money_prefix(self.currency)
+        ev = self.evaluation
+        inp = self.inputs
+        s = self.summary
+        head = inp.unit(self.headline)
+        throughput: dict[str, Any] = {key: inp.rate(u) for u, key in s.rate_keys()}
+        throughput[f"served_{head.key}_per_hour"] = ev.per_hour()
+        throughput["source"] = self.rate_source
+        prices = {inp.unit(u).price_key(p): ev.cost_per(u) for u in s.price_units()}
+        yields = {inp.unit(u).per_money_key(p): ev.per_money(u) for u in s.yield_units()}
+        extra = _extras(s)
+        return {
+            "run_id": self.run.id,
+            "label": self.run.label,
+            "model": self.run.model,
+            "engine": self.run.engine,
+            "status": self.run.status,
+            "currency": self.currency,
+            "profile": {
+                "name": self.profile.name,
+                "mode": self.profile.mode,
+                "description": self.profile.description,
+            },
+            "devices": {
+                "kind": self.kind,
+                "count": inp.gpu_count if self.kind == "gpu" else len(self.device_names),
+                "names": self.device_names,
+                "idle_gpus": self.idle_gpus,
+            },
+            "utilisation": inp.utilisation,
+            "power": {
+                "serving_w": inp.power_serving_w,
+                "idle_w": inp.power_idle_w,
+                "average_w": inp.average_power_w,
+                "power_source": self.power.source,
+                "estimate": self.power.estimate,
+                "per_device": self.power.per_device,
+            },
+            "hourly": ev.hourly.to_dict(),
+            "throughput": throughput,
+            f"{p}_per_hour": ev.hourly.total,
+            **prices,
+            **yields,
+            **(extra(self) if extra is not None else {}),
+            "energy": self.energy,
+            "labour": {
+                "setup_hours": inp.setup_hours,
+                "setup_hours_source": self.setup_source,
+                "maintenance_hours_per_month": self.profile.maintenance_hours_per_month,
+                f"labour_rate_{p}_per_hour": self.profile.labour_rate_per_hour,
+            },
+            **({"operating_point": self.operating_point} if self.operating_point else {}),
+            "inputs": self.input_table(),
+            "assumptions": self.assumptions,
+            "warnings": self.warnings,
+        }
+
+    def input_table(self) -> dict[str, dict[str, Any]]:
+        """Every priced input with unit and source."""
+        prof = self.profile
+        names = [
+            "currency",
+            "utilisation",
+            "amortisation_months",
+            "labour_rate_per_hour",
+            "maintenance_hours_per_month",
+            "software_per_month",
+        ]
+        if prof.mode == "rental":
+            names += ["rental_per_gpu_hour" if prof.rental_per_gpu_hour is not None else "rental_per_hour"]
+        else:
+            names += ["gpu_price", "host_price", "electricity_per_kwh", "pue", "hosting_per_month"]
+        out: dict[str, dict[str, Any]] = {}
+        for name in names:
+            out[name] = {
+                "value": getattr(prof, name),
+                "unit": prof.unit(name),
+                "source": prof.source_of(name),
+            }
+        out["gpu_count"] = {
+            "value": self.inputs.gpu_count,
+            "unit": "GPUs",
+            "source": "profile gpu_count" if prof.gpu_count else "run telemetry (devices used)",
+        }
+        out["setup_hours"] = {"value": self.inputs.setup_hours, "unit": "hours", "source": self.setup_source}
+        out["power_serving_w"] = {
+            "value": self.inputs.power_serving_w,
+            "unit": "W",
+            "source": self.power.source,
+        }
+        head = self.inputs.unit(self.headline)
+        out[self.summary.rate_key(self.headline)] = {
+            "value": self.inputs.headline_rate,
+            "unit": f"{head.plural.split()[-1]}/s",
+            "source": self.rate_source,
+        }
+        return out
+
+
+def _priced_summary(run: RunInfo, op: OperatingPoint | None) -> RunSummary:
+    if op is not None:
+        return op.summary
+    if run.summary is None:
+        raise InvalidInputError(
+            f"run {run.id} has no metrics summary (status {run.status}): nothing to price"
+        )
+    return run.summary
+
+
+def _rates(run: RunInfo, summary: RunSummary) -> tuple[dict[str, float], str]:
+    """The rate of every unit the summary measured, and the headline unit (which must have work)."""
+    work = summary.work()
+    head = summary.headline()
+    info = summary.unit(head)
+    w = work.get(head)
+    if w is None or w.count <= 0 or not w.per_s or w.per_s <= 0:
+        count = None if w is None else w.count
+        rate = None if w is None else w.per_s
+        raise InvalidInputError(
+            f"run {run.id} has no {info.plural} ({info.key}_total={count}, "
+            f"{summary.rate_key(head)}={rate}): there is nothing to price per {info.singular}"
+        )
+    return {u: float(x.per_s) for u, x in work.items() if x.per_s is not None}, head
+
+
+def _energy(
+    run: RunInfo, kind: str, used: list[DeviceView], power: PowerResolution, summary: RunSummary | None
+) -> dict[str, Any]:
+    """Energy over the run's window and per unit of work (``joules_per_<unit>``)."""
+    window = summary.window_s if summary is not None else None
+    units = summary.yield_units() if summary is not None else []
+    work = summary.work() if summary is not None else {}
+
+    def per_unit(joules: float | None) -> dict[str, float | None]:
+        out: dict[str, float | None] = {}
+        for u in units:
+            count = work[u].count if u in work else 0.0
+            key = (summary.unit(u) if summary is not None else None)
+            name = key.singular_key if key is not None else u
+            out[f"joules_per_{name}"] = joules / count if joules is not None and count else None
+        return out
+
+    joules: float | None = None
+    method: str
+    devs: list[DeviceView] = []
+    if kind == "gpu":
+        devs = list(used)
+    elif kind == "cpu":
+        cpu = cpu_device(run)
+        devs = [cpu] if cpu is not None else []
+    if power.measured and devs and all(d.energy_j is not None and d.power_valid for d in devs):
+        joules = sum(d.energy_j or 0.0 for d in devs)
+        methods = sorted({d.energy_method or "measured" for d in devs})
+        method = f"measured energy in the window ({', '.join(methods)})"
+    elif window:
+        joules = power.serving_w * window
+        method = f"power x window: {power.serving_w:.1f} W x {window:.2f} s ({power.source})"
+    else:
+        return {
+            "joules": None,
+            "reason": "the run has no window duration and no measured energy",
+            **per_unit(None),
+        }
+    return {
+        "joules": joules,
+        "method": method,
+        "estimate": power.estimate,
+        "excludes": "facility overhead (PUE)",
+        **per_unit(joules),
+    }
+
+
+def cost_of_run(
+    run: RunInfo,
+    profile: CostProfile,
+    *,
+    catalog: Catalog | None = None,
+    doctor_records: Sequence[DoctorRunRecord] | None = None,
+    power: PowerResolution | None = None,
+    stage: str | None = None,
+    slo_attainment: float = DEFAULT_ATTAINMENT,
+    rate_source: str | None = None,
+) -> RunCost:
+    """Price a stored run under ``profile``. Raises InvalidInputError (one line naming what is missing)
+    for runs with no work, no power and no TDP, or a profile that does not fit the run. ``power``
+    overrides how device power is found (used by ``estimate``; the profile's ``power_w`` still wins).
+    A sweep is priced at one stage (``stage``, else the rule of cost/operating.py). ``rate_source`` says
+    where the rates came from when they were not measured by the run itself (an estimate)."""
+    cat = catalog if catalog is not None else load_catalog()
+    op = operating_point(run, stage, slo_attainment)
+    priced = _priced_summary(run, op)
+    rates, head = _rates(run, priced)
+    used, idle = gpu_devices(run)
+    cpu = cpu_device(run)
+    kind = "gpu" if used else ("cpu" if cpu is not None else "unknown")
+    warnings: list[str] = []
+    assumptions: list[str] = []
+    if kind == "gpu":
+        n = profile.gpu_count or len(used)
+        if all(d.peak_util_ratio == 0.0 for d in used):
+            warnings.append(
+                "every GPU stayed at 0 % utilisation during the run: it may have run on the CPU "
+                "(e.g. an engine falling back to CPU); the GPUs are priced anyway"
+            )
+        if idle:
+            assumptions.append(
+                "GPUs idle during the run (peak utilisation 0) are not priced: "
+                + ", ".join(f"{d.key} {d.name}" for d in idle)
+            )
+    elif kind == "cpu":
+        n = 0
+        for name in ("gpu_price", "rental_per_gpu_hour", "gpu_count"):
+            if getattr(profile, name) is not None:
+                raise InvalidInputError(
+                    f"profile {profile.name!r}: {name} prices GPUs but run {run.id} used none (CPU-only run)",
+                    hint="price a CPU run with host_price (ownership) or rental_per_hour",
+                )
+    else:
+        n = profile.gpu_count or (1 if profile.rental_per_gpu_hour or profile.gpu_price else 0)
+        warnings.append("the run has no telemetry summary: devices and power come from the profile only")
+    power = resolve_power(run, profile, kind, used, n, cat, given=power)
+    setup_hours, setup_source = resolve_setup_hours(profile, doctor_records, run)
+    units = {u: priced.unit(u) for u in rates}
+    inputs = CostInputs(profile, n, power.serving_w, power.idle_w, rates, head, units, setup_hours)
+    ev = evaluate(inputs)
+    point = _operating_point_dict(op, inputs, priced) if op is not None else None
+    if op is not None:
+        assumptions.append(
+            f"priced at stage {op.stage} of the sweep: {op.rule}; power and energy are the whole sweep's "
+            "(telemetry is not split by stage)"
+        )
+        if op.warning:
+            warnings.append(op.warning)
+    assumptions.extend(power.notes)
+    if power.estimate:
+        warnings.append(f"power is not measured: {power.source}")
+    if profile.utilisation == 1.0:
+        assumptions.append(
+            "utilisation 100 %: the hardware serves this load all the time (best case); "
+            "set `utilisation` in the profile"
+        )
+    assumptions.append(
+        f"{HOURS_PER_MONTH:g} hours per month; hardware and setup labour amortised over "
+        f"{profile.amortisation_months:g} months"
+    )
+    for name, src in sorted(profile.sources.items()):
+        if "estimate" in src and getattr(profile, name, None):
+            warnings.append(f"{name} is an estimate: {src}")
+    names = [d.name for d in used] if kind == "gpu" else ([cpu.name] if cpu is not None else [])
+    if rate_source is None:
+        rate_source = (
+            f"stage {op.stage} of the sweep (measured)" if op is not None else "run summary (measured)"
+        )
+    return RunCost(
+        run=run,
+        profile=profile,
+        summary=priced,
+        inputs=inputs,
+        evaluation=ev,
+        kind=kind,
+        device_names=names,
+        idle_gpus=[f"{d.key} {d.name}" for d in idle],
+        power=power,
+        setup_source=setup_source,
+        energy=_energy(run, kind, used, power, run.summary),
+        assumptions=assumptions,
+        warnings=warnings,
+        operating_point=point,
+        rate_source=rate_source,
+    )
+
+
+def _operating_point_dict(op: OperatingPoint, inputs: CostInputs, summary: RunSummary) -> dict[str, Any]:
+    """The stage priced, the rule, and what each stage of the sweep would cost per headline unit under
+    the same hourly cost (same power: telemetry is not split by stage)."""
+    p = money_prefix(inputs.profile.currency)
+    head = inputs.headline
+    key = summary.rate_key(head)
+    price_key = inputs.unit(head).price_key(p)
+    rows: list[dict[str, Any]] = []
+    for st in op.stages:
+        rate = st.get(key)
+        price = None
+        if isinstance(rate, int | float) and rate > 0:
+            factor = float(rate) / inputs.headline_rate
+            price = evaluate(inputs.scaled(factor)).cost_per()
+        rows.append({**st, price_key: price})
+    return {"stage": op.stage, "rule": op.rule, "stages": rows}

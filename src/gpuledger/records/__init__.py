@@ -1,0 +1,62 @@
+"""The records every part of gpuledger exchanges: a run, its requests, its telemetry samples, its summary.
+
+These are the contract between engines/bench (which produce them), the store (which keeps them), and
+metrics/cost/report (pure functions over them); see ``run.py``, ``summary.py`` and ``units.py``.
+"""
+
+from gpuledger.records import textgen
+from gpuledger.records.run import (
+    RUN_STATUSES,
+    TOKEN_SOURCES,
+    DoctorRunRecord,
+    RequestRecord,
+    RunInfo,
+    RunStatus,
+    TelemetrySample,
+    TokenSource,
+)
+from gpuledger.records.summary import (
+    RunSummary,
+    SummaryError,
+    WorkSummary,
+    dump_summary,
+    load_summary,
+)
+from gpuledger.records.textgen import Latency, SloOutcome, TextGenerationSummary, TextStageSummary
+from gpuledger.records.units import (
+    UnitInfo,
+    Work,
+    alias_of,
+    register_alias,
+    register_unit,
+    resolve_alias,
+    unit_info,
+)
+
+__all__ = [
+    "RUN_STATUSES",
+    "TOKEN_SOURCES",
+    "DoctorRunRecord",
+    "Latency",
+    "RequestRecord",
+    "RunInfo",
+    "RunStatus",
+    "RunSummary",
+    "SloOutcome",
+    "SummaryError",
+    "TelemetrySample",
+    "TextGenerationSummary",
+    "TextStageSummary",
+    "TokenSource",
+    "UnitInfo",
+    "Work",
+    "WorkSummary",
+    "alias_of",
+    "register_alias",
+    "resolve_alias",
+    "dump_summary",
+    "load_summary",
+    "register_unit",
+    "textgen",
+    "unit_info",
+]

@@ -1,0 +1,214 @@
+"""The summary of a text-generation run (LLM inference): tokens, requests, latencies, SLOs, sweep stages.
+
+Produced by ``gpuledger.bench.metrics.summarize``; the metric definitions are in that module and in
+docs/bench.md. Its work is counted in output tokens (the headline), input tokens, tokens (in + out),
+requests and — with SLOs — good requests.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from gpuledger.records.summary import RunSummary, Strict
+from gpuledger.records.units import Work, register_alias, register_unit
+
+register_unit("output_token", "output tokens", 1e6, short="output tok")
+register_unit("input_token", "input tokens", 1e6, short="input tok")
+register_unit("token", "tokens", 1e6, short="tok")
+register_unit("request", "requests", 1)
+register_unit("good_request", "good requests", 1)
+# compare --basis output | total (the names it always had)
+register_alias("output", "output_token", "output tokens")
+register_alias("total", "token", "total tokens")
+
+
+class Latency(Strict):
+    """One latency metric over the successful requests, in milliseconds (``n`` values; every figure
+    ``None`` when there are none). Percentiles interpolate linearly; ``std`` is the population std."""
+
+    mean: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    std: float | None = None
+    min: float | None = None
+    max: float | None = None
+    n: int = Field(default=0, ge=0)
+
+    def get(self, name: str) -> float | None:
+        value = getattr(self, name, None)
+        return float(value) if isinstance(value, int | float) else None
+
+
+class SloOutcome(Strict):
+    """The limits given (ms) and how many requests met all of them."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+    met: int = Field(default=0, ge=0)
+    met_ratio: float | None = None
+
+    def limits(self) -> dict[str, float]:
+        return {
+            k: float(v)
+            for k in ("ttft_ms", "tpot_ms", "e2e_ms")
+            if k in self.model_fields_set and (v := getattr(self, k)) is not None
+        }
+
+    def limits_text(self) -> str:
+        return ", ".join(f"{k} ≤ {v:g}" for k, v in self.limits().items())
+
+
+class LengthExample(Strict):
+    index: int
+    requested: int | None = None
+    received: int | None = None
+
+
+class OutputLengthCheck(Strict):
+    """Requests that asked for an exact output length, and those that did not get it."""
+
+    checked: int = Field(default=0, ge=0)
+    count: int = Field(default=0, ge=0)
+    requested_tokens_total: int = Field(default=0, ge=0)
+    received_tokens_total: int = Field(default=0, ge=0)
+    examples: list[LengthExample] = Field(default_factory=list)
+
+
+class ServerTimings(Strict):
+    """Client timings side by side with the server's own (Ollama's done line, llama.cpp ``timings``)."""
+
+    n: int = 0
+    servers: list[str] = Field(default_factory=list)
+    client_ttft_ms_mean: float | None = None
+    server_load_ms_mean: float | None = None
+    server_prefill_ms_mean: float | None = None
+    server_time_to_first_token_ms_mean: float | None = None
+    client_decode_ms_mean: float | None = None
+    server_decode_ms_mean: float | None = None
+    client_e2e_ms_mean: float | None = None
+    server_total_ms_mean: float | None = None
+    client_decode_tokens_per_s_mean: float | None = None
+    server_decode_tokens_per_s_mean: float | None = None
+    ttft_client_minus_server_ms: float | None = None
+    e2e_client_minus_server_ms: float | None = None
+
+
+LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
+
+
+class TextGenerationSummary(RunSummary):
+    """A text-generation run over its measured window (see ``bench.metrics.summarize``)."""
+
+    KIND: ClassVar[str] = "text_generation"
+    HEADLINE: ClassVar[str] = "output_token"
+    PRICE_UNITS: ClassVar[tuple[str, ...] | None] = ("token", "output_token", "request", "good_request")
+    YIELD_UNITS: ClassVar[tuple[str, ...] | None] = ("token", "output_token")
+    RATE_KEYS: ClassVar[dict[str, str]] = {
+        "output_token": "output_tokens_per_s",
+        "input_token": "input_tokens_per_s",
+        "token": "total_tokens_per_s",
+        "request": "requests_per_s",
+        "good_request": "goodput_requests_per_s",
+    }
+    SIZE_UNITS: ClassVar[tuple[tuple[str, str, str], ...]] = (
+        ("output_token", "output lengths", "tokens per request"),
+        ("input_token", "input lengths", "tokens per request"),
+    )
+
+    input_tokens_total: int = Field(default=0, ge=0)
+    output_tokens_total: int = Field(default=0, ge=0)
+    input_tokens_per_s: float | None = None
+    output_tokens_per_s: float | None = None
+    total_tokens_per_s: float | None = None
+    requests_per_s: float | None = None
+    ttft_ms: Latency = Field(default_factory=Latency)
+    tpot_ms: Latency = Field(default_factory=Latency)
+    itl_ms: Latency = Field(default_factory=Latency)
+    e2e_ms: Latency = Field(default_factory=Latency)
+    input_tokens_unknown_requests: int | None = None
+    slo: SloOutcome | None = None
+    goodput_requests_per_s: float | None = None
+    token_source: dict[str, int] = Field(default_factory=dict)
+    output_len_mismatch: OutputLengthCheck = Field(default_factory=OutputLengthCheck)
+    server_timings: ServerTimings | None = None
+    stages: list[TextStageSummary] | None = None
+
+    def work(self) -> dict[str, Work]:
+        out = {
+            "output_token": Work(count=self.output_tokens_total, per_s=self.output_tokens_per_s),
+            "input_token": Work(count=self.input_tokens_total, per_s=self.input_tokens_per_s),
+            "token": Work(
+                count=self.input_tokens_total + self.output_tokens_total, per_s=self.total_tokens_per_s
+            ),
+            "request": Work(count=self.num_ok, per_s=self.requests_per_s),
+        }
+        if self.slo is not None:
+            out["good_request"] = Work(count=self.slo.met, per_s=self.goodput_requests_per_s)
+        return out
+
+    def fidelity_notes(self) -> list[str]:
+        n = self.output_len_mismatch.count
+        return [f"{n} request(s) got a different output length than requested"] if n else []
+
+    def slo_attainment(self) -> float | None:
+        return None if self.slo is None else self.slo.met_ratio
+
+    def slo_text(self) -> str:
+        return "" if self.slo is None else self.slo.limits_text()
+
+    def latency(self, name: str) -> Latency:
+        value = getattr(self, name, None)
+        return value if isinstance(value, Latency) else Latency()
+
+    def stage_summaries(self) -> list[RunSummary]:
+        return list(self.stages or [])
+
+    def without_stages(self) -> TextGenerationSummary:
+        if self.stages is None:
+            return self
+        data = self.model_dump(exclude_unset=True, exclude={"stages"})
+        return TextGenerationSummary.model_validate(data)
+
+    def with_window(self, scale: float) -> TextGenerationSummary:
+        def times(v: float | None) -> float | None:
+            return None if v is None else v * scale
+
+        return self.model_copy(
+            update={
+                "window_s": self.window_s / scale,
+                "input_tokens_per_s": times(self.input_tokens_per_s),
+                "output_tokens_per_s": times(self.output_tokens_per_s),
+                "total_tokens_per_s": times(self.total_tokens_per_s),
+                "requests_per_s": times(self.requests_per_s),
+                "goodput_requests_per_s": times(self.goodput_requests_per_s),
+            }
+        )
+
+
+class TextStageSummary(TextGenerationSummary):
+    """One load of a sweep: the summary of its requests and the load parameters it ran at."""
+
+    KIND: ClassVar[str] = ""
+
+    stage: str = ""
+    concurrency: int | None = None
+    rate_requests_per_s: float | None = None
+    max_concurrency: int | None = None
+
+    def stage_name(self) -> str:
+        return self.stage
+
+    def stage_params(self) -> dict[str, Any]:
+        return {
+            k: getattr(self, k)
+            for k in ("concurrency", "rate_requests_per_s", "max_concurrency")
+            if k in self.model_fields_set
+        }
+
+
+TextGenerationSummary.model_rebuild()
