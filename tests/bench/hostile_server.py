@@ -297,3 +297,33 @@ def stream_handler(events: list[bytes], *, then: str = "end", after: list[bytes]
             await reply.end()
 
     return handler
+
+
+def ndjson(text: str | None = "tok", done: bool = False, **extra: Any) -> bytes:
+    """One Ollama NDJSON line (a token line, or with done=True the final one)."""
+    obj: dict[str, Any] = {"model": "hostile-model", "done": done, **extra}
+    if text is not None:
+        obj["response"] = text
+    return json.dumps(obj).encode() + b"\n"
+
+
+def ollama_stream(n: int, eval_count: Any = "n", prompt_eval_count: Any = 2) -> list[bytes]:
+    """``n`` token lines and the done line with those counts ("n" = n; None = no prompt count)."""
+    final: dict[str, Any] = {"eval_count": n if eval_count == "n" else eval_count, "eval_duration": 1000}
+    if prompt_eval_count is not None:
+        final["prompt_eval_count"] = prompt_eval_count
+    return [ndjson() for _ in range(n)] + [ndjson("", done=True, done_reason="length", **final)]
+
+
+def ndjson_handler(lines: list[bytes], *, then: str = "end", after: list[bytes] | None = None) -> Handler:
+    async def handler(req: Request, reply: Reply) -> None:
+        await reply.start(200, {"Content-Type": "application/x-ndjson"})
+        for line in [*lines, *(after or [])]:
+            if not await reply.write(line):
+                return
+        if then == "hold":
+            await reply.hold()
+        else:
+            await reply.end()
+
+    return handler

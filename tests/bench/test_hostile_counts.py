@@ -10,8 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from hostile_server import HostileServer, completion_stream, stream_handler
-from test_hostile_streams import ndjson_handler, ollama_stream
+from hostile_server import HostileServer, completion_stream, ndjson_handler, ollama_stream, stream_handler
 
 from gpuledger.engines import GenRequest, GenResult
 from gpuledger.engines.base import MAX_COUNT, implausible_input_count, implausible_output_count

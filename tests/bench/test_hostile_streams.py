@@ -17,6 +17,9 @@ from hostile_server import (
     Request,
     completion_event,
     completion_stream,
+    ndjson,
+    ndjson_handler,
+    ollama_stream,
     stream_handler,
 )
 
@@ -229,34 +232,6 @@ def test_an_endless_stream_stops_at_the_bound_from_max_tokens_and_is_closed(
 
 
 # ---- Ollama's NDJSON ---------------------------------------------------------------------------------------
-
-
-def ndjson(text: str | None = "tok", done: bool = False, **extra: Any) -> bytes:
-    obj: dict[str, Any] = {"model": "hostile-model", "done": done, **extra}
-    if text is not None:
-        obj["response"] = text
-    return json.dumps(obj).encode() + b"\n"
-
-
-def ollama_stream(n: int, eval_count: Any = "n", prompt_eval_count: Any = 2) -> list[bytes]:
-    final: dict[str, Any] = {"eval_count": n if eval_count == "n" else eval_count, "eval_duration": 1000}
-    if prompt_eval_count is not None:
-        final["prompt_eval_count"] = prompt_eval_count
-    return [ndjson() for _ in range(n)] + [ndjson("", done=True, done_reason="length", **final)]
-
-
-def ndjson_handler(lines: list[bytes], *, then: str = "end", after: list[bytes] | None = None) -> Any:
-    async def handler(req: Request, reply: Reply) -> None:
-        await reply.start(200, {"Content-Type": "application/x-ndjson"})
-        for line in [*lines, *(after or [])]:
-            if not await reply.write(line):
-                return
-        if then == "hold":
-            await reply.hold()
-        else:
-            await reply.end()
-
-    return handler
 
 
 def test_ollama_lines_after_done_are_not_read_and_a_held_connection_ends_at_done(hostile: Hostile) -> None:
