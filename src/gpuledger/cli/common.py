@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import re
 import sys
 from collections.abc import Iterable
 from typing import Annotated, Any
@@ -91,10 +92,20 @@ def _default(obj: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
+# JSON escapes C0 controls itself; DEL, C1 controls, bidi controls and line separators are legal raw in a
+# JSON string but act on some terminals and viewers, so they are written as \uXXXX escapes too: the
+# same document once parsed (they can only occur inside strings), inert when printed.
+_JSON_INERT = re.compile("[\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
 def dumps_json(obj: Any) -> str:
-    """Indented JSON text (dataclasses, datetimes, numpy scalars and ``to_dict()`` objects handled)."""
+    """Indented JSON text (dataclasses, datetimes, numpy scalars and ``to_dict()`` objects handled),
+    complete and exact, with no raw control character in it."""
     opts = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_UTC_Z
-    return orjson.dumps(obj, default=_default, option=opts).decode()
+    text = orjson.dumps(obj, default=_default, option=opts).decode()
+    if _JSON_INERT.search(text) is None:
+        return text
+    return _JSON_INERT.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def print_json(obj: Any) -> None:
