@@ -108,7 +108,7 @@ def test_a_100_mb_line_fails_its_request_at_the_cap_without_stalling_the_others(
     assert good.error is None and good.output_tokens == 40 and len(good.chunk_times) == 40
     # The long line did not hold up the event loop: the paced request's chunks kept their 10 ms pace.
     gaps = [b - a for a, b in zip(good.chunk_times, good.chunk_times[1:], strict=False)]
-    assert max(gaps) < 0.25, max(gaps)
+    assert max(gaps) < 0.5, max(gaps)
     assert wall < 8, wall
     assert srv.hangups == 1  # the client closed the long line's connection
 
