@@ -39,7 +39,7 @@ import sys
 url = sys.argv[1]
 if url.startswith("sqlite"):
     import sqlite3
-    conn = sqlite3.connect(url.split("///", 1)[1], timeout=0, isolation_level=None)
+    conn = sqlite3.connect(url.split("///", 1)[1], timeout=30, isolation_level=None)  # waits its turn
     conn.execute("BEGIN EXCLUSIVE")
 else:
     import psycopg
