@@ -16,7 +16,10 @@ from gpuledger.report import ReportData, build_report, fmt
 from gpuledger.report.model import Table
 from gpuledger.store import Store
 
-SECTIONS = ["overview", "environment", "latency", "throughput", "telemetry", "cost", "labour", "how_measured"]
+# The answer first, the money next; the environment (no money, dozens of rows) last (issue 15).
+SECTIONS = [
+    "answer", "overview", "cost", "latency", "throughput", "telemetry", "labour", "how_measured", "environment"
+]
 
 
 def _table(data: ReportData, section: str, key: str) -> Table:
@@ -436,3 +439,27 @@ def test_table_columns_come_from_the_headers_each_row_declares_in_order() -> Non
     assert _tabulate("t", "T", [], "ms") == ()
     with pytest.raises(ValueError, match="a row has columns"):
         _tabulate("t", "T", [{"run": "a", "p50": "1"}, {"p50": "2", "run": "b"}], "ms")
+
+
+def test_the_answer_comes_first_with_the_price_figures_and_why(store: Store, single_run: str) -> None:
+    data = build_report(store, [single_run])
+    first = data.sections[0]
+    assert first.key == "answer" and len(first.answers) == 1
+    answer = first.answers[0]
+    cost = data.numbers["runs"][0]["cost"]
+    assert answer.headline == f"{fmt.num(cost['usd_per_1m_output_tokens'], 3)} USD per 1M output tokens"
+    labels = [k for k, _ in answer.facts]
+    assert labels[:5] == ["output tokens", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99"]
+    assert {"power", "energy per output token", "profile"} <= set(labels)
+    assert 1 <= len(answer.why) <= 5
+    assert answer.why[-1].startswith("the input that moves it most: ")
+    assert data.sections[-1].key == "environment" and data.sections[-1].collapsed
+
+
+def test_a_comparison_answer_is_the_ratio_with_its_decomposition(store: Store, pair: Pair) -> None:
+    data = build_report(store, [pair.h200, pair.mi300x])
+    ratio = data.numbers["comparison"]["ratio"]
+    answer = data.sections[0].answers[0]
+    assert answer.headline == f"{fmt.num(ratio)}x the output tokens per USD"
+    assert answer.why[0].startswith("= throughput ")
+    assert [a.title for a in data.sections[0].answers[1:]] == [r.name for r in data.runs]

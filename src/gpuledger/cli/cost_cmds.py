@@ -354,8 +354,13 @@ def compare_cmd(
         ),
     ] = None,
     basis: Annotated[
-        str, typer.Option("--basis", help="Tokens counted: output or total (input + output).")
-    ] = ("output"),
+        str | None,
+        typer.Option(
+            "--basis",
+            help="The unit compared: default the first run's headline unit (output tokens for inference); "
+            "output or total (input + output) tokens; or any unit both runs measured.",
+        ),
+    ] = None,
     json_out: JsonOpt = False,
     db: DbOpt = None,
 ) -> None:

@@ -321,3 +321,42 @@ def sensitivity(a: RunCost, b: RunCost, basis: str) -> list[SensitivityRow]:
             rows.append(SensitivityRow(name, side, cost.run.id, value, unit, lo, hi, note))
     rows.sort(key=lambda r: r.swing, reverse=True)
     return rows
+
+
+@dataclass(frozen=True, slots=True)
+class CostSensitivity:
+    """One input of one run moved -20 % and +20 %: the run's cost per headline unit at each."""
+
+    input: str
+    value: float
+    unit: str
+    cost_at_minus_20pct: float
+    cost_at_plus_20pct: float
+    cost_now: float
+
+    @property
+    def swing(self) -> float:
+        """The spread of the two costs as a share of today's cost."""
+        return abs(self.cost_at_plus_20pct - self.cost_at_minus_20pct) / self.cost_now
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"swing": self.swing}
+
+
+def run_sensitivity(cost: RunCost) -> list[CostSensitivity]:
+    """Each input of one run moved -20 % and +20 % (one at a time) -> its cost per headline unit;
+    the input that moves the answer most first."""
+    now = cost.evaluation.headline_cost()
+    rows = [
+        CostSensitivity(
+            name,
+            value,
+            unit,
+            evaluate(change(1.0 - SENSITIVITY_STEP)).headline_cost(),
+            evaluate(change(1.0 + SENSITIVITY_STEP)).headline_cost(),
+            now,
+        )
+        for name, value, unit, change in _variants(cost.inputs)
+    ]
+    rows.sort(key=lambda r: r.swing, reverse=True)
+    return rows

@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from gpuledger.quantity import Quantity
 from gpuledger.records.units import UnitInfo, Work, unit_info
 
 SCHEMA_KEY = "$schema"
@@ -113,6 +114,21 @@ class RunSummary(Strict):
 
     def yield_units(self) -> list[str]:
         return list(self.YIELD_UNITS) if self.YIELD_UNITS is not None else list(self.work())
+
+    def key_figures(self) -> list[tuple[str, Quantity]]:
+        """The few measured figures that describe the run at a glance (label, figure), headline rate
+        first. A kind of workload adds its own (latency percentiles, seconds per image, ...)."""
+        head = self.headline()
+        if not head:
+            return []
+        info = self.unit(head)
+        rate = self.rate(head)
+        fig = (
+            Quantity(rate, info.rate_text, "measured", "over the measured window")
+            if rate is not None
+            else Quantity.missing(info.rate_text, "measured", "the window is empty")
+        )
+        return [(info.plural, fig)]
 
     def fidelity_notes(self) -> list[str]:
         """Ways the run did not do the work it was asked for (e.g. other output lengths than requested)."""

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from gpuledger.quantity import Quantity
 from gpuledger.records.summary import RunSummary, Strict
 from gpuledger.records.units import Work, register_alias, register_unit
 
@@ -149,6 +150,22 @@ class TextGenerationSummary(RunSummary):
         }
         if self.slo is not None:
             out["good_request"] = Work(count=self.slo.met, per_s=self.goodput_requests_per_s)
+        return out
+
+    def key_figures(self) -> list[tuple[str, Quantity]]:
+        out = super().key_figures()
+        for name, label in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT")):
+            block = self.latency(name)
+            for pct in ("p50", "p99"):
+                value = block.get(pct)
+                out.append(
+                    (
+                        f"{label} {pct}",
+                        Quantity(value, "ms", "measured", f"{block.n} requests")
+                        if value is not None
+                        else Quantity.missing("ms", "measured", f"no request had a {label}"),
+                    )
+                )
         return out
 
     def fidelity_notes(self) -> list[str]:

@@ -30,6 +30,7 @@ from gpuledger.report import costs as cost_part
 from gpuledger.report import fmt
 from gpuledger.report import serverstate as state_part
 from gpuledger.report.definitions import METRIC_DEFINITIONS
+from gpuledger.report.headline import answer_section
 from gpuledger.report.model import (
     Figure,
     ReportData,
@@ -152,16 +153,18 @@ def build_report(
     if server_state is None:
         # No run records the server's view: one line says why, where the section would have been.
         throughput = replace(throughput, not_measured=(*throughput.not_measured, _no_server_state(runs)))
+    # The answer first; the environment (dozens of rows, no money) folded at the end.
     sections = (
+        answer_section(runs, costs),
         _overview(runs),
-        _environment(runs, doctor_runs),
+        cost_part.cost_section(runs, costs),
         _latency(runs),
         throughput,
         *((server_state,) if server_state is not None else ()),
         _telemetry(runs),
-        cost_part.cost_section(runs, costs),
         _labour(runs, doctor_runs),
         _how_measured(runs),
+        replace(_environment(runs, doctor_runs), collapsed=True),
     )
     numbers: dict[str, Any] = {
         "gpuledger_version": __version__,
@@ -174,13 +177,13 @@ def build_report(
                 "telemetry_summary": r.info.telemetry_summary,
                 "accelerators": r.accelerators,
                 "throughput_points": r.extra.get("stage_points", []),
-                "cost": costs.per_run.get(r.info.id),
+                "cost": costs.numbers(r.info.id),
                 "cost_error": costs.errors.get(r.info.id),
                 **_optional_numbers(r.info),
             }
             for r in runs
         ],
-        "comparison": costs.comparison,
+        "comparison": costs.comparison.to_dict() if costs.comparison is not None else None,
         "comparison_error": costs.comparison_error,
     }
     title = (

@@ -1,20 +1,24 @@
 """The cost part of a report: each run priced by ``gpuledger.cost``, and the comparison.
 
 Pricing is the cost model's job (``cost_of_run``, ``compare``); this module only asks for it and lays
-out what it answers: the hourly cost by component, cost per 1M tokens (stacked by component), the
-ratio between runs with its decomposition, break-even values and sensitivity. A run that cannot be
-priced (no tokens, no power and no TDP, a GPU without a catalog price) gets a "not measured" line
-with the cost model's own reason; an unknown profile the user named is an error.
+out what it answers — in whatever unit each run measured (output tokens, training tokens, images, ...):
+the hourly cost by component, the cost per unit (stacked by component), the ratio between runs with its
+decomposition, break-even values and sensitivity. A run that cannot be priced (no work, no power and no
+TDP, a GPU without a catalog price) gets a "not measured" line with the cost model's own reason; an
+unknown profile the user named is an error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gpuledger.catalog import load_catalog
+from gpuledger.cost import Comparison, RunCost, compare, cost_of_run, default_profile_for, load_profile
+from gpuledger.cost.breakeven import CostSensitivity, run_sensitivity
 from gpuledger.errors import GpuledgerError
-from gpuledger.records import DoctorRunRecord
+from gpuledger.records import DoctorRunRecord, UnitInfo
 from gpuledger.report import fmt
 from gpuledger.report.model import Figure, Section, Series, Table
 
@@ -34,13 +38,19 @@ SENSITIVITY_ROWS = 12
 
 @dataclass
 class Costs:
-    """What the cost model answered: ``per_run`` holds ``RunCost.to_dict()`` by run id, ``errors`` the
-    reason a run could not be priced; ``comparison`` is ``Comparison.to_dict()`` (two or more runs)."""
+    """What the cost model answered: ``per_run`` the priced runs by id, ``errors`` the reason a run could
+    not be priced, ``sensitivity`` each priced run's inputs by how much they move its cost;
+    ``comparison`` the first run against the others (two or more runs priced)."""
 
-    per_run: dict[str, dict[str, Any]] = field(default_factory=dict)
+    per_run: dict[str, RunCost] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
-    comparison: dict[str, Any] | None = None
+    sensitivity: dict[str, list[CostSensitivity]] = field(default_factory=dict)
+    comparison: Comparison | None = None
     comparison_error: str | None = None
+
+    def numbers(self, run_id: str) -> dict[str, Any] | None:
+        cost = self.per_run.get(run_id)
+        return cost.to_dict() if cost is not None else None
 
 
 def _why(exc: GpuledgerError) -> str:
@@ -49,12 +59,9 @@ def _why(exc: GpuledgerError) -> str:
 
 def cost_runs(runs: Sequence[RunData], doctor_runs: Sequence[DoctorRunRecord]) -> Costs:
     """Price every run; compare the first with the others when two or more could be priced."""
-    from gpuledger.catalog import load_catalog
-    from gpuledger.cost import compare, cost_of_run, default_profile_for, load_profile
-
     catalog = load_catalog()
     out = Costs()
-    priced: list[Any] = []
+    priced: list[RunCost] = []
     # A profile the user named must exist and parse: that is an error, not a missing section.
     explicit = {r.info.id: load_profile(r.profile, catalog) for r in runs if r.profile}
     for r in runs:
@@ -64,7 +71,8 @@ def cost_runs(runs: Sequence[RunData], doctor_runs: Sequence[DoctorRunRecord]) -
         except GpuledgerError as exc:
             out.errors[r.info.id] = _why(exc)
             continue
-        out.per_run[r.info.id] = cost.to_dict()
+        out.per_run[r.info.id] = cost
+        out.sensitivity[r.info.id] = run_sensitivity(cost)
         priced.append(cost)
     if len(runs) < 2:
         return out
@@ -77,20 +85,10 @@ def cost_runs(runs: Sequence[RunData], doctor_runs: Sequence[DoctorRunRecord]) -
         out.comparison_error = "fewer than two runs could be priced"
     else:
         try:
-            out.comparison = compare(priced).to_dict()
+            out.comparison = compare(priced)
         except GpuledgerError as exc:
             out.comparison_error = _why(exc)
     return out
-
-
-def _num(value: Any) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    return None
-
-
-def _money_key(cost: Mapping[str, Any], template: str) -> Any:
-    return cost.get(template.format(p=str(cost.get("currency", "USD")).lower()))
 
 
 def cost_section(runs: Sequence[RunData], costs: Costs) -> Section:
@@ -108,28 +106,27 @@ def cost_section(runs: Sequence[RunData], costs: Costs) -> Section:
         tables.extend(_per_run_tables(priced))
         figures.append(_stacked_figure(priced))
         for r, c in priced:
-            for w in c.get("warnings", []):
+            for w in c.warnings:
                 notes.append(f"{r.ref.name} — warning: {fmt.text(w)}")
-            for a in c.get("assumptions", []):
+            for a in c.assumptions:
                 notes.append(f"{r.ref.name} — assumption: {fmt.text(a)}")
 
     if len(runs) > 1:
         if costs.comparison is not None:
             tables.extend(_comparison_tables(costs.comparison, names))
-            for pair in costs.comparison.get("pairs", []):
-                for w in pair.get("warnings", []):
-                    notes.append(
-                        f"{names.get(pair.get('a'), pair.get('a'))} vs "
-                        f"{names.get(pair.get('b'), pair.get('b'))} — "
-                        f"warning: {fmt.text(w)}"
-                    )
+            for pair in costs.comparison.pairs:
+                for w in pair.warnings:
+                    a, b = names.get(pair.a.run.id, pair.a.run.id), names.get(pair.b.run.id, pair.b.run.id)
+                    notes.append(f"{a} vs {b} — warning: {fmt.text(w)}")
         else:
             missing.append(f"comparison: {costs.comparison_error}")
+    what = _units_in_words([c for _, c in priced])
     return Section(
         key="cost",
         title="Cost",
-        intro="What a token costs under each run's cost profile, what the cost is made of and — for a "
-        "comparison — the ratio, what drives it and what would flip it. Money is in the profile's currency.",
+        intro=f"What a unit of work ({what}) costs under each run's cost profile, what the cost is made of "
+        "and — for a comparison — the ratio, what drives it and what would flip it. Money is in the "
+        "profile's currency.",
         tables=tuple(tables),
         figures=tuple(figures),
         not_measured=tuple(missing),
@@ -137,67 +134,87 @@ def cost_section(runs: Sequence[RunData], costs: Costs) -> Section:
     )
 
 
-def _used_components(priced: list[tuple[RunData, dict[str, Any]]]) -> list[tuple[str, str]]:
+def _units_in_words(costs: Sequence[RunCost]) -> str:
+    words = sorted({c.inputs.unit(c.headline).plural for c in costs})
+    return ", ".join(words) if words else "tokens"
+
+
+def _price_heading(info: UnitInfo) -> str:
+    """``per 1M output tokens`` — a column heading (the currency is in its own column)."""
+    return info.per_text()
+
+
+def _used_components(priced: Sequence[tuple[RunData, RunCost]]) -> list[tuple[str, str]]:
     """The hourly components that are non-zero for at least one run (rental vs ownership differ)."""
     used = []
     for key, label in COMPONENTS:
-        for _, c in priced:
-            value = _num((c.get("hourly") or {}).get(f"{key}_{str(c.get('currency', '')).lower()}_per_hour"))
-            if value:
-                used.append((key, label))
-                break
+        if any(_component(c, key) for _, c in priced):
+            used.append((key, label))
     return used
 
 
-def _per_run_tables(priced: list[tuple[RunData, dict[str, Any]]]) -> list[Table]:
+def _component(cost: RunCost, key: str) -> float:
+    h = cost.evaluation.hourly
+    return {
+        "capex": h.capex,
+        "rental": h.rental,
+        "energy": h.energy,
+        "labour_setup": h.labour_setup,
+        "labour_maintenance": h.labour_maintenance,
+        "other": h.other,
+    }[key]
+
+
+def _price_units(priced: Sequence[tuple[RunData, RunCost]]) -> list[tuple[str, UnitInfo]]:
+    """The units priced in the per-run table: every run's price units, the headline units first."""
+    seen: dict[str, UnitInfo] = {}
+    for _, c in priced:
+        seen.setdefault(c.headline, c.inputs.unit(c.headline))
+    for _, c in priced:
+        for u in c.summary.price_units():
+            seen.setdefault(u, c.inputs.unit(u))
+    return list(seen.items())
+
+
+def _per_run_tables(priced: Sequence[tuple[RunData, RunCost]]) -> list[Table]:
     components = _used_components(priced)
-    headline = []
+    units = _price_units(priced)
+    heads = [(c.headline, c.inputs.unit(c.headline)) for _, c in priced]
+    head_unit, head_info = heads[0]
+    same_head = all(u == head_unit for u, _ in heads)
+    main_rows = []
     hourly_rows = []
-    split_rows = []
     for r, c in priced:
-        cur = str(c.get("currency", ""))
-        power = c.get("power") or {}
-        energy = c.get("energy") or {}
-        profile = c.get("profile") or {}
-        headline.append(
+        ev = c.evaluation
+        d = c.to_dict()
+        at_slo = d.get(f"{c.currency.lower()}_per_1m_output_tokens_at_slo")
+        per_unit_energy = c.energy.get(f"joules_per_{c.inputs.unit(c.headline).singular_key}")
+        main_rows.append(
             (
                 r.ref.name,
-                fmt.text(profile.get("name")),
-                fmt.text(profile.get("mode")),
-                cur,
-                fmt.num(_money_key(c, "{p}_per_1m_output_tokens"), 4),
-                fmt.num(_money_key(c, "{p}_per_1m_tokens"), 4),
-                fmt.num(_money_key(c, "output_tokens_per_{p}"), 4),
-                fmt.num(_money_key(c, "{p}_per_request"), 4),
-                fmt.num(_money_key(c, "{p}_per_1m_output_tokens_at_slo"), 4),
-                fmt.pct(c.get("utilisation")),
-                fmt.num(power.get("average_w")),
-                fmt.text(power.get("power_source")),
-                fmt.num(energy.get("joules_per_output_token")),
+                fmt.text(c.profile.name),
+                fmt.text(c.profile.mode),
+                c.currency,
+                *(fmt.num(ev.cost_per(u), 4) for u, _ in units),
+                fmt.num(ev.per_money(c.headline), 4),
+                fmt.num(at_slo, 4),
+                fmt.pct(c.inputs.utilisation),
+                fmt.num(c.inputs.average_power_w),
+                fmt.text(c.power.source),
+                fmt.num(per_unit_energy) + (" (estimate)" if per_unit_energy and c.power.estimate else ""),
             )
         )
-        hourly = c.get("hourly") or {}
-        p = cur.lower()
         hourly_rows.append(
             (
                 r.ref.name,
-                cur,
-                *(fmt.num(hourly.get(f"{k}_{p}_per_hour"), 4) for k, _ in components),
-                fmt.num(hourly.get(f"{p}_per_hour"), 4),
+                c.currency,
+                *(fmt.num(_component(c, k), 4) for k, _ in components),
+                fmt.num(ev.hourly.total, 4),
             )
         )
-        split = c.get("split") or {}
-        split_rows.append(
-            (
-                r.ref.name,
-                cur,
-                fmt.num(split.get(f"{p}_per_1m_input_tokens"), 4),
-                fmt.num(split.get(f"{p}_per_1m_output_tokens"), 4),
-                fmt.pct(split.get("input_cost_share")),
-                fmt.text(split.get("rule") or split.get("reason")),
-            )
-        )
-    return [
+    yield_heading = f"{head_info.plural} per currency unit" if same_head else "units per currency unit"
+    energy_heading = f"J per {head_info.singular}" if same_head else "J per headline unit"
+    tables = [
         Table(
             key="cost",
             title="Cost per run",
@@ -206,21 +223,19 @@ def _per_run_tables(priced: list[tuple[RunData, dict[str, Any]]]) -> list[Table]
                 "profile",
                 "mode",
                 "currency",
-                "per 1M output tokens",
-                "per 1M tokens (in+out)",
-                "output tokens per currency unit",
-                "per request",
+                *(_price_heading(info) for _, info in units),
+                yield_heading,
                 "per 1M output tokens at SLO",
                 "utilisation (%)",
                 "priced power (W)",
                 "power source",
-                "J per output token",
+                energy_heading,
             ),
-            rows=tuple(headline),
-            provenance="gpuledger.cost: cost per 1M tokens = hourly cost ÷ (tokens/s × "
-            "3600 × utilisation) × 1e6, "
-            "with the run's measured tokens/s; money in the profile's currency; priced power = utilisation × "
-            "serving W + (1 − utilisation) × idle W; J per output token from measured energy when valid.",
+            rows=tuple(main_rows),
+            provenance="gpuledger.cost: cost per N units = hourly cost ÷ (units/s × 3600 × utilisation) × N, "
+            "with the run's measured rate of each unit; money in the profile's currency; priced power = "
+            "utilisation × serving W + (1 − utilisation) × idle W; J per unit from measured energy when "
+            "valid, else priced power × window, marked (estimate).",
         ),
         Table(
             key="cost_hourly",
@@ -228,76 +243,93 @@ def _per_run_tables(priced: list[tuple[RunData, dict[str, Any]]]) -> list[Table]
             columns=("run", "currency", *(label for _, label in components), "total"),
             rows=tuple(hourly_rows),
             provenance="Hardware = (GPU price × GPUs + host share) ÷ (amortisation months × 730 h); energy = "
-            "average W ÷ 1000 × PUE × price per kWh; labour = setup hours "
-            "amortised the same way + maintenance "
-            "hours per month ÷ 730 h; components that are zero for every run are "
-            "left out; every input with its "
-            "source in --json (numbers.runs[].cost.inputs).",
-        ),
-        Table(
-            key="cost_split",
-            title="Input and output tokens priced separately",
-            columns=(
-                "run",
-                "currency",
-                "per 1M input tokens",
-                "per 1M output tokens",
-                "input share (%)",
-                "rule",
-            ),
-            rows=tuple(split_rows),
-            provenance="The hourly cost split between input and output tokens by the "
-            "rule shown (gpuledger.cost).",
+            "average W ÷ 1000 × PUE × price per kWh; labour = setup hours amortised the same way + "
+            "maintenance hours per month ÷ 730 h; components that are zero for every run are left out; "
+            "every input with its source in --json (numbers.runs[].cost.inputs).",
         ),
     ]
+    split_rows = []
+    for r, c in priced:
+        split = c.to_dict().get("split")
+        if not isinstance(split, dict):
+            continue
+        p = c.currency.lower()
+        split_rows.append(
+            (
+                r.ref.name,
+                c.currency,
+                fmt.num(split.get(f"{p}_per_1m_input_tokens"), 4),
+                fmt.num(split.get(f"{p}_per_1m_output_tokens"), 4),
+                fmt.pct(split.get("input_cost_share")),
+                fmt.text(split.get("rule") or split.get("reason")),
+            )
+        )
+    if split_rows:
+        tables.append(
+            Table(
+                key="cost_split",
+                title="Input and output tokens priced separately",
+                columns=(
+                    "run",
+                    "currency",
+                    "per 1M input tokens",
+                    "per 1M output tokens",
+                    "input share (%)",
+                    "rule",
+                ),
+                rows=tuple(split_rows),
+                provenance="The hourly cost split between input and output tokens by the "
+                "rule shown (gpuledger.cost.tokens).",
+            )
+        )
+    return tables
 
 
-def _stacked_figure(priced: list[tuple[RunData, dict[str, Any]]]) -> Figure:
-    currencies = sorted({str(c.get("currency", "")) for _, c in priced})
+def _stacked_figure(priced: Sequence[tuple[RunData, RunCost]]) -> Figure:
+    currencies = sorted({c.currency for _, c in priced})
+    heads = {c.inputs.unit(c.headline).per_text() for _, c in priced}
+    per = next(iter(heads)) if len(heads) == 1 else "per headline unit"
     series = []
     for key, label in COMPONENTS:
         ys: list[float] = []
         for _, c in priced:
-            hourly = c.get("hourly") or {}
-            p = str(c.get("currency", "")).lower()
-            total = _num(hourly.get(f"{p}_per_hour"))
-            per_m = _num(_money_key(c, "{p}_per_1m_output_tokens"))
-            part = _num(hourly.get(f"{key}_{p}_per_hour"))
-            ys.append(per_m * part / total if per_m is not None and part is not None and total else 0.0)
+            total = c.evaluation.hourly.total
+            ys.append(c.evaluation.headline_cost() * _component(c, key) / total if total else 0.0)
         if any(ys):
             series.append(Series(name=label, x=tuple(r.ref.name for r, _ in priced), y=tuple(ys)))
     unit = currencies[0] if len(currencies) == 1 else "each run's profile currency"
     return Figure(
         key="cost_breakdown",
-        title="Cost per 1M output tokens, by component",
+        title=f"Cost {per}, by component",
         kind="bar",
         x_title="run",
-        y_title=f"{unit} per 1M output tokens",
+        y_title=f"{unit} {per}",
         series=tuple(series),
-        provenance="gpuledger.cost: each hourly cost component ÷ output tokens served "
-        "per hour (tokens/s × 3600 × "
-        "utilisation) × 1e6; the bar's height is the run's cost per 1M output tokens.",
+        provenance="gpuledger.cost: each hourly cost component ÷ units served per hour (units/s × 3600 × "
+        "utilisation) × N; the bar's height is the run's cost per N of its headline unit.",
     )
 
 
-def _comparison_tables(comparison: Mapping[str, Any], names: Mapping[str, str]) -> list[Table]:
-    def name(run_id: Any) -> str:
-        return names.get(str(run_id), str(run_id))
+def _comparison_tables(comparison: Comparison, names: dict[str, str]) -> list[Table]:
+    def name(run_id: str) -> str:
+        return names.get(run_id, run_id)
 
-    basis = str(comparison.get("basis", "output"))
     ratio_rows = []
     diff_rows = []
     be_rows = []
     sens_rows = []
-    for pair in comparison.get("pairs", []):
-        a, b = name(pair.get("a")), name(pair.get("b"))
-        d = pair.get("decomposition") or {}
+    first = comparison.pairs[0] if comparison.pairs else None
+    words = first.words() if first is not None else "units"
+    singular = first.a.inputs.unit(first.unit).singular if first is not None else "unit"
+    for pair in comparison.pairs:
+        a, b = name(pair.a.run.id), name(pair.b.run.id)
+        d = pair.decomposition
         carried = d.get("share_of_log_ratio") or {}
         ratio_rows.append(
             (
                 a,
                 b,
-                fmt.num(pair.get("ratio"), 4),
+                fmt.num(pair.ratio, 4),
                 fmt.num(d.get("throughput_ratio"), 4),
                 fmt.num(d.get("utilisation_ratio"), 4),
                 fmt.num(d.get("hourly_cost_ratio"), 4),
@@ -310,37 +342,34 @@ def _comparison_tables(comparison: Mapping[str, Any], names: Mapping[str, str]) 
         diff_rows.append(
             (a, b, *(fmt.pct(diff.get(k)) for k in ("capex", "rental", "energy", "labour", "other")))
         )
-        for be in pair.get("break_even", []):
+        for be in pair.break_even:
             be_rows.append(
                 (
                     a,
                     b,
-                    name(be.get("run_id")),
-                    fmt.text(be.get("input")),
-                    fmt.text(be.get("unit")),
-                    fmt.num(be.get("current"), 4),
-                    fmt.num(be.get("value"), 4)
-                    if be.get("value") is not None
-                    else fmt.text(be.get("reason")),
-                    fmt.num(be.get("verified_ratio"), 6),
+                    name(be.run_id),
+                    fmt.text(be.input),
+                    fmt.text(be.unit),
+                    fmt.num(be.current, 4),
+                    fmt.num(be.value, 4) if be.value is not None else fmt.text(be.reason),
+                    fmt.num(be.verified_ratio, 6),
                 )
             )
-        for s in list(pair.get("sensitivity", []))[:SENSITIVITY_ROWS]:
+        for s in pair.sensitivity[:SENSITIVITY_ROWS]:
             sens_rows.append(
                 (
                     a,
                     b,
-                    f"{s.get('run')}: {name(s.get('run_id'))}",
-                    fmt.text(s.get("input")),
-                    fmt.num(s.get("value"), 4),
-                    fmt.text(s.get("unit")),
-                    fmt.num(s.get("ratio_at_minus_20pct"), 4),
-                    fmt.num(s.get("ratio_at_plus_20pct"), 4),
-                    fmt.num(s.get("swing"), 3),
-                    fmt.text(s.get("note") or ""),
+                    f"{s.run}: {name(s.run_id)}",
+                    fmt.text(s.input),
+                    fmt.num(s.value, 4),
+                    fmt.text(s.unit),
+                    fmt.num(s.ratio_at_minus_20pct, 4),
+                    fmt.num(s.ratio_at_plus_20pct, 4),
+                    fmt.num(s.swing, 3),
+                    fmt.text(s.note or ""),
                 )
             )
-    what = "output tokens" if basis == "output" else "tokens (input + output)"
     return [
         Table(
             key="comparison",
@@ -348,7 +377,7 @@ def _comparison_tables(comparison: Mapping[str, Any], names: Mapping[str, str]) 
             columns=(
                 "A",
                 "B",
-                f"ratio: A's {what} per currency unit ÷ B's",
+                f"ratio: A's {words} per currency unit ÷ B's",
                 "throughput ratio (A/B)",
                 "utilisation ratio (A/B)",
                 "hourly cost ratio (B/A)",
@@ -359,7 +388,8 @@ def _comparison_tables(comparison: Mapping[str, Any], names: Mapping[str, str]) 
             rows=tuple(ratio_rows),
             provenance="gpuledger.cost.compare: ratio = throughput ratio × utilisation "
             "ratio × hourly cost ratio; "
-            "'carried by' = each factor's share of ln(ratio). A ratio above 1 means A is cheaper per token.",
+            f"'carried by' = each factor's share of ln(ratio). A ratio above 1 means A is cheaper per "
+            f"{singular}.",
         ),
         Table(
             key="comparison_hourly",
@@ -370,7 +400,7 @@ def _comparison_tables(comparison: Mapping[str, Any], names: Mapping[str, str]) 
         ),
         Table(
             key="break_even",
-            title="Break-even: B's input at which A and B cost the same per token",
+            title=f"Break-even: B's input at which A and B cost the same per {singular}",
             columns=("A", "B", "run changed", "input", "unit", "now", "break-even", "ratio when recomputed"),
             rows=tuple(be_rows),
             provenance="Each break-even value was put back into the cost model: 'ratio when recomputed' ≈ 1 "

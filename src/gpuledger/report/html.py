@@ -16,7 +16,7 @@ from html import escape as _html_escape
 from typing import Any
 
 from gpuledger.report.fmt import NUMERIC
-from gpuledger.report.model import Figure, ReportData, Section, Table
+from gpuledger.report.model import Answer, Figure, ReportData, Section, Table
 from gpuledger.textsafe import display
 
 
@@ -55,6 +55,13 @@ figure { margin: 16px 0; border: 1px solid var(--line); border-radius: 8px; padd
 .plot { width: 100%; height: 420px; }
 dl { display: grid; grid-template-columns: max-content 1fr; gap: 4px 16px; }
 dt { font-weight: 600; } dd { margin: 0; }
+.answer { border: 1px solid var(--line); border-radius: 8px; padding: 12px 16px; margin: 12px 0;
+  background: var(--card); }
+.answer h3 { margin: 0 0 4px; }
+.headline { font-size: 1.9em; font-weight: 700; margin: 0; font-variant-numeric: tabular-nums; }
+.subline { color: var(--muted); margin: 2px 0 10px; }
+.why ul { margin: 4px 0 0; padding-left: 20px; }
+details > summary { cursor: pointer; list-style: revert; } details > summary h2 { display: inline; }
 """
 
 _JS = """
@@ -195,8 +202,31 @@ def plotly_figure(f: Figure) -> dict[str, Any]:
     return {"id": f"fig-{f.key}", "data": data, "layout": layout}
 
 
+def _answer(a: Answer) -> str:
+    facts = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in a.facts)
+    why = "".join(f"<li>{escape(w)}</li>" for w in a.why)
+    return (
+        f'<div class="answer"><h3>{escape(a.title)}</h3>'
+        f'<p class="headline">{escape(a.headline)}</p>'
+        + (f'<p class="subline">{escape(a.subline)}</p>' if a.subline else "")
+        + (f"<dl>{facts}</dl>" if facts else "")
+        + (f'<div class="why"><strong>Why</strong><ul>{why}</ul></div>' if why else "")
+        + "</div>"
+    )
+
+
 def _section(s: Section) -> str:
-    parts = [f'<section id="{escape(s.key)}"><h2>{escape(s.title)}</h2>']
+    if s.collapsed:
+        return (
+            f'<section id="{escape(s.key)}"><details><summary><h2>{escape(s.title)}</h2></summary>'
+            + _section_body(s)
+            + "</details></section>"
+        )
+    return f'<section id="{escape(s.key)}"><h2>{escape(s.title)}</h2>' + _section_body(s) + "</section>"
+
+
+def _section_body(s: Section) -> str:
+    parts = ["".join(_answer(a) for a in s.answers)]
     if s.intro:
         parts.append(f'<p class="intro">{escape(s.intro)}</p>')
     if s.not_measured:
@@ -212,7 +242,6 @@ def _section(s: Section) -> str:
         parts.append(
             "<dl>" + "".join(f"<dt>{escape(t)}</dt><dd>{escape(d)}</dd>" for t, d in s.definitions) + "</dl>"
         )
-    parts.append("</section>")
     return "".join(parts)
 
 
@@ -241,7 +270,12 @@ def render_html(data: ReportData) -> str:
         for r in data.runs
     )
     toc = "".join(f'<li><a href="#{escape(s.key)}">{escape(s.title)}</a></li>' for s in data.sections)
-    body = "".join(_section(s) for s in data.sections)
+    # The answer comes straight after the title; the run list and the contents follow it.
+    first, rest = (data.sections[0], data.sections[1:]) if data.sections else (None, ())
+    lead = _section(first) if first is not None and first.answers else ""
+    if not lead:
+        rest = data.sections
+    body = "".join(_section(s) for s in rest)
     return (
         "<!doctype html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
@@ -254,7 +288,7 @@ def render_html(data: ReportData) -> str:
         f"<h1>{escape(data.title)}</h1>"
         f'<p class="meta">Generated {escape(data.generated_at.strftime("%Y-%m-%d %H:%M:%S UTC"))} '
         "from the gpuledger store. Works offline; nothing is loaded from the network.</p>"
-        f"<ul>{runs}</ul><nav><strong>Contents</strong><ol>{toc}</ol></nav>"
+        f"{lead}<ul>{runs}</ul><nav><strong>Contents</strong><ol>{toc}</ol></nav>"
         f"{body}</main>"
         f'<script type="application/json" id="gl-figures">{figures_json}</script>'
         f"<script>{_JS}</script></body></html>\n"

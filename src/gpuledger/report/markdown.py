@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from gpuledger.report.model import ReportData, Section, Table
+from gpuledger.report.model import Answer, ReportData, Section, Table
 from gpuledger.textsafe import display
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|#~])")
@@ -35,8 +35,25 @@ def _table(t: Table) -> list[str]:
     return lines
 
 
+def _answer(a: Answer) -> list[str]:
+    lines = [f"### {md_escape(a.title)}", "", f"**{md_escape(a.headline)}**"]
+    if a.subline:
+        lines[-1] += f" — {md_escape(a.subline)}"
+    lines.append("")
+    lines.extend(f"- {md_escape(k)}: {md_escape(v)}" for k, v in a.facts)
+    if a.facts:
+        lines.append("")
+    if a.why:
+        lines.append("Why:")
+        lines.extend(f"- {md_escape(w)}" for w in a.why)
+        lines.append("")
+    return lines
+
+
 def _section(s: Section) -> list[str]:
     lines = [f"## {md_escape(s.title)}", ""]
+    for a in s.answers:
+        lines.extend(_answer(a))
     if s.intro:
         lines.extend([md_escape(s.intro), ""])
     if s.not_measured:

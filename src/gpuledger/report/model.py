@@ -82,8 +82,31 @@ class Figure:
 
 
 @dataclass(frozen=True, slots=True)
+class Answer:
+    """The first thing a reader sees for one run (or one comparison): the ``headline`` figure, a
+    ``subline`` beside it, a few ``facts`` (label, formatted value with its unit and origin) and at most
+    five ``why`` lines saying what the figure is made of and how far to trust it."""
+
+    title: str
+    headline: str
+    subline: str = ""
+    facts: tuple[tuple[str, str], ...] = ()
+    why: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "title": self.title,
+            "headline": self.headline,
+            "subline": self.subline,
+            "facts": [{"label": k, "value": v} for k, v in self.facts],
+            "why": list(self.why),
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Section:
-    """One part of the report. ``not_measured`` lines read "what: why"."""
+    """One part of the report. ``not_measured`` lines read "what: why". ``answers`` (the first section
+    only) are drawn before anything else; a ``collapsed`` section is drawn folded (HTML) or shortened."""
 
     key: str
     title: str
@@ -94,11 +117,14 @@ class Section:
     notes: tuple[str, ...] = ()
     definitions: tuple[tuple[str, str], ...] = ()
     terminal_notes: bool = False  # the terminal prints the notes too (they explain the numbers)
+    answers: tuple[Answer, ...] = ()
+    collapsed: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "key": self.key,
             "title": self.title,
+            "answers": [a.to_dict() for a in self.answers],
             "intro": self.intro,
             "tables": [t.to_dict() for t in self.tables],
             "figures": [f.to_dict() for f in self.figures],

@@ -11,7 +11,7 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from gpuledger.report.fmt import NUMERIC
-from gpuledger.report.model import ReportData, Table
+from gpuledger.report.model import Answer, ReportData, Table
 
 # Environment rows that are detail, not headline: the terminal shows the first rows only.
 _DETAIL_PREFIXES = ("env: ", "server: ")
@@ -36,10 +36,30 @@ def _rich_table(t: Table) -> RichTable:
     return table
 
 
+def print_answer(a: Answer, console: Console) -> None:
+    """An answer block: the figure, what is beside it, and why (plain text, wraps at the console width)."""
+    console.print(Text(a.title, style="bold"))
+    line = Text(a.headline, style="bold")
+    if a.subline:
+        line.append(Text(f"  ({a.subline})", style="dim"))
+    console.print(line)
+    for k, v in a.facts:
+        console.print(Text(f"  {k}: ", style="dim") + Text(v))
+    for w in a.why:
+        console.print(Text("  why: ", style="dim") + Text(w))
+
+
 def render_terminal(data: ReportData, console: Console) -> None:
-    """Print the report's headline tables and every "not measured" line to ``console``."""
+    """Print the answer first, then the report's headline tables and every "not measured" line."""
     console.print(Text(data.title, style="bold underline"))
     for s in data.sections:
+        if s.answers:
+            console.print()
+            for a in s.answers:
+                print_answer(a, console)
+            for line in s.not_measured:
+                console.print(Text("not measured: ", style="yellow") + Text(line))
+            continue
         tables = list(s.tables)
         if s.key == "environment":
             tables = [

@@ -1,0 +1,196 @@
+"""The answer first: what a unit of work costs on each run's stack (or how two stacks compare), the few
+figures beside it, and a short "why" — before any table.
+
+For a run: the price of its headline unit at the priced operating point (and its other price units), the
+key measured figures (output tok/s, TTFT and TPOT p50/p99 for inference), power and energy per unit — or
+why not — and the profile; why: the largest hourly cost component with its share, the operating-point rule
+of a sweep, what makes the figure noisy or estimated, and the input that moves the answer most (the top row
+of the run's sensitivity). For a comparison: the ratio first, with its decomposition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from gpuledger.cost import RunCost
+from gpuledger.cost.breakeven import CostSensitivity
+from gpuledger.report import fmt
+from gpuledger.report.costs import Costs
+from gpuledger.report.model import Answer, Section
+
+if TYPE_CHECKING:
+    from gpuledger.report.build import RunData
+
+MAX_WHY = 5
+_COMPONENT_WORDS = {
+    "capex": "hardware amortisation",
+    "rental": "the rental price",
+    "energy": "energy",
+    "labour": "labour (setup + maintenance)",
+    "other": "other opex",
+}
+
+
+def _money(value: float | None, currency: str) -> str:
+    return f"{fmt.num(value, 3)} {currency}" if value is not None else fmt.MISSING
+
+
+def price_line(cost: RunCost) -> str:
+    """``"0.622 USD per 1M output tokens"``: the run's headline price."""
+    per = cost.inputs.unit(cost.headline).per_text()
+    return f"{_money(cost.evaluation.headline_cost(), cost.currency)} {per}"
+
+
+def _other_prices(cost: RunCost) -> list[str]:
+    out = []
+    for unit in cost.summary.yield_units():
+        if unit == cost.headline:
+            continue
+        value = cost.evaluation.cost_per(unit)
+        if value is not None:
+            out.append(f"{_money(value, cost.currency)} {cost.inputs.unit(unit).per_text()}")
+    return out
+
+
+def power_fact(cost: RunCost) -> str:
+    """What power the price rests on, worded by the profile's mode."""
+    pw = cost.power
+    if cost.profile.mode == "rental":
+        if pw.measured:
+            return f"{fmt.num(pw.serving_w)} W measured ({pw.source}) — not priced: rental includes energy"
+        return "not measured — not needed for the price: rental includes energy"
+    mark = " (estimate)" if pw.estimate else ""
+    return f"{fmt.num(cost.inputs.average_power_w)} W priced{mark} — {pw.source}"
+
+
+def energy_fact(cost: RunCost) -> str:
+    unit = cost.inputs.unit(cost.headline)
+    joules = cost.energy.get(f"joules_per_{unit.singular_key}")
+    if joules is None:
+        return f"unavailable — {cost.energy.get('reason') or 'no energy measured'}"
+    how = "estimate" if cost.energy.get("estimate") else "measured"
+    return f"{fmt.num(joules)} J per {unit.singular} ({how}: {cost.energy.get('method')})"
+
+
+def _largest_component(cost: RunCost) -> str:
+    hourly = cost.evaluation.hourly
+    shares = hourly.shares()
+    key = max(shares, key=lambda k: shares[k])
+    return (
+        f"{_COMPONENT_WORDS.get(key, key)} is {shares[key]:.0%} of the "
+        f"{_money(hourly.total, cost.currency)}/h this stack costs"
+    )
+
+
+def _moves_most(cost: RunCost, rows: Sequence[CostSensitivity]) -> str | None:
+    if not rows:
+        return None
+    top = rows[0]
+    per = cost.inputs.unit(cost.headline).per_text()
+    lo, hi = sorted((top.cost_at_minus_20pct, top.cost_at_plus_20pct))
+    return (
+        f"the input that moves it most: {top.input} ±20 % gives {_money(lo, cost.currency)} … "
+        f"{_money(hi, cost.currency)} {per}"
+    )
+
+
+def noise_notes(r: RunData, cost: RunCost) -> list[str]:
+    """Why the measured figures may be noisy or not what was priced: the client's own CPU load, a busy
+    machine, a non-measured power figure."""
+    out = []
+    for w in [*(r.info.client.get("warnings") or []), *(r.info.server.get("warnings") or [])]:
+        text = str(w)
+        if "CPU" in text or "busy" in text or "core" in text:
+            out.append(f"noisy: {text}")
+    return out
+
+
+def run_answer(r: RunData, cost: RunCost, rows: Sequence[CostSensitivity]) -> Answer:
+    sub = _other_prices(cost)
+    if cost.operating_point:
+        sub.append(f"at stage {cost.operating_point['stage']} of the sweep")
+    facts: list[tuple[str, str]] = []
+    for label, q in cost.summary.key_figures():
+        if q.value is None:
+            facts.append((label, f"n/a — {q.reason}"))
+        else:
+            facts.append((label, f"{fmt.num(q.value)} {q.unit} ({q.source})"))
+    facts.append(("power", power_fact(cost)))
+    facts.append((f"energy per {cost.inputs.unit(cost.headline).singular}", energy_fact(cost)))
+    facts.append(("profile", f"{cost.profile.name or '(unnamed)'} ({cost.profile.mode}, {cost.currency})"))
+    why = [_largest_component(cost)]
+    if cost.operating_point:
+        why.append(f"priced at stage {cost.operating_point['stage']}: {cost.operating_point['rule']}")
+    why.extend(noise_notes(r, cost))
+    if cost.power.estimate and cost.profile.mode == "ownership":
+        why.append(f"power is not measured: {cost.power.source}")
+    moves = _moves_most(cost, rows)
+    if moves:
+        # The input that moves the answer most is always shown, within the five lines.
+        why = [*why[: MAX_WHY - 1], moves]
+    return Answer(
+        title=r.ref.name,
+        headline=price_line(cost),
+        subline=" · ".join(sub),
+        facts=tuple(facts),
+        why=tuple(why[:MAX_WHY]),
+    )
+
+
+def comparison_answer(costs: Costs, names: dict[str, str]) -> Answer | None:
+    comp = costs.comparison
+    if comp is None or not comp.pairs:
+        return None
+    pair = comp.pairs[0]
+    a, b = names.get(pair.a.run.id, pair.a.run.id), names.get(pair.b.run.id, pair.b.run.id)
+    d = pair.decomposition
+    why = [
+        f"= throughput {fmt.num(d['throughput_ratio'])}x × utilisation {fmt.num(d['utilisation_ratio'])}x × "
+        f"hourly cost (B/A) {fmt.num(d['hourly_cost_ratio'])}x",
+    ]
+    carried = d.get("share_of_log_ratio")
+    if carried:
+        why.append("carried by: " + ", ".join(f"{k.replace('_', ' ')} {v:.0%}" for k, v in carried.items()))
+    if pair.sensitivity:
+        top = pair.sensitivity[0]
+        lo, hi = sorted((top.ratio_at_minus_20pct, top.ratio_at_plus_20pct))
+        why.append(
+            f"moves it most: {top.input} of {names.get(top.run_id, top.run_id)} ±20 % gives "
+            f"{fmt.num(lo)}x … {fmt.num(hi)}x"
+        )
+    if pair.warnings:
+        why.append(f"{len(pair.warnings)} warning(s) that the two runs are not like for like (see Cost)")
+    facts = tuple(
+        (names.get(c.run.id, c.run.id), price_line(c)) for c in (pair.a, pair.b)
+    )
+    return Answer(
+        title=f"{a} vs {b}",
+        headline=f"{fmt.num(pair.ratio)}x the {pair.words()} per {comp.currency}",
+        subline=f"{a} ÷ {b}; above 1: {a} is cheaper per {pair.a.inputs.unit(pair.unit).singular}",
+        facts=facts,
+        why=tuple(why[:MAX_WHY]),
+    )
+
+
+def answer_section(runs: Sequence[RunData], costs: Costs) -> Section:
+    names = {r.info.id: r.ref.name for r in runs}
+    answers: list[Answer] = []
+    comparison = comparison_answer(costs, names)
+    if comparison is not None:
+        answers.append(comparison)
+    missing = []
+    for r in runs:
+        cost = costs.per_run.get(r.info.id)
+        if cost is None:
+            missing.append(f"{r.ref.name}: no price — {costs.errors.get(r.info.id, 'not priced')}")
+            continue
+        answers.append(run_answer(r, cost, costs.sensitivity.get(r.info.id, [])))
+    if len(runs) > 1 and comparison is None and costs.comparison_error:
+        missing.append(f"comparison: {costs.comparison_error}")
+    return Section(
+        key="answer",
+        title="The answer",
+        answers=tuple(answers),
+        not_measured=tuple(missing),
+    )
