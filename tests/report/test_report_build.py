@@ -18,7 +18,8 @@ from gpuledger.store import Store
 
 # The answer first, the money next; the environment (no money, dozens of rows) last (issue 15).
 SECTIONS = [
-    "answer", "overview", "cost", "latency", "throughput", "telemetry", "labour", "how_measured", "environment"
+    "answer", "overview", "cost", "latency", "throughput", "telemetry", "labour", "how_measured",
+    "environment",
 ]
 
 

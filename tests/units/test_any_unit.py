@@ -55,7 +55,9 @@ def test_no_source_module_names_the_made_up_unit() -> None:
     assert hits == []
 
 
-def test_a_run_of_widgets_is_priced_per_thousand_widgets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_of_widgets_is_priced_per_thousand_widgets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     url = f"sqlite:///{tmp_path / 's.sqlite'}"
     monkeypatch.setenv("GPULEDGER_DB", url)
     run = _widget_run(url, "fast", widgets_per_s=50.0)
