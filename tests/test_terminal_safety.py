@@ -111,6 +111,28 @@ def test_on_a_colour_terminal_only_gpuledgers_own_styles_are_escape_codes(
         assert "\x1b[2J" not in stream and "\x1b]0;" not in stream and "\x07" not in stream
 
 
+MARKUP = "lab[/red][link=https://evil.example]click here[/link]"
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_markup_in_a_label_neither_crashes_a_command_nor_makes_a_hyperlink(
+    command: str, golden_db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A label is interpolated into rich markup strings: "[/red]" used to raise MarkupError (exit 70 in
+    `cost` and `estimate`), and a [link=…] tag would write an OSC 8 hyperlink to a colour terminal."""
+    run = _import_with(golden_db, tmp_path, capsys, label=MARKUP, model=f"m{MARKUP}")
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.setenv("COLUMNS", "200")
+    for module in ("common", "store_cmds", "report_cmd", "cost_cmds"):
+        mod = __import__(f"gpuledger.cli.{module}", fromlist=["console"])
+        monkeypatch.setattr(mod, "console", make_console(), raising=False)
+        monkeypatch.setattr(mod, "err_console", make_console(stderr=True), raising=False)
+    assert main(COMMANDS[command](run)) == 0
+    captured = capsys.readouterr()
+    assert "\x1b]8;" not in captured.out + captured.err
+
+
 def test_json_keeps_the_label_exact(hostile_run: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["show", hostile_run, "--json"]) == 0
     out = capsys.readouterr().out

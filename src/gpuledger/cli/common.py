@@ -11,6 +11,8 @@ from typing import Annotated, Any
 import orjson
 import typer
 from rich.console import Console, ConsoleOptions, RenderableType
+from rich.errors import MarkupError
+from rich.markup import escape
 from rich.segment import Segment
 from rich.text import Text
 
@@ -25,19 +27,30 @@ class SafeConsole(Console):
     ``Text`` it is given is neutralised (ESC -> "␛", see ``gpuledger.textsafe``) and clipped at
     ``MAX_DISPLAY_CHARS`` before layout, so widths stay right and a 10 MB value costs nothing to lay
     out; the segments it writes are neutralised once more as a backstop (rich's own control segments,
-    cursor moves of a live display, pass untouched)."""
+    cursor moves of a live display, pass untouched). A string that is not valid markup (a label
+    holding "[/red]" interpolated into a markup string) is shown as it is instead of raising, and no
+    hyperlink is written (gpuledger prints none, so any would come from injected markup)."""
 
     def render_str(self, text: str, **kwargs: Any) -> Text:
-        return super().render_str(neutralise(clip(text)), **kwargs)
+        safe = neutralise(clip(text))
+        try:
+            return super().render_str(safe, **kwargs)
+        except MarkupError:
+            # A label with "[/red]" in it, put into a markup string: shown as it is, not a crash.
+            return super().render_str(safe, **{**kwargs, "markup": False})
 
     def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
         if isinstance(renderable, Text):
             renderable = _safe_text(renderable)
         for seg in super().render(renderable, options):
-            if seg.control or neutralise(seg.text) is seg.text:
+            if seg.control:
                 yield seg
-            else:
-                yield Segment(neutralise(seg.text), seg.style)
+                continue
+            style = seg.style
+            if style is not None and style.link:  # gpuledger prints no hyperlinks: any is injected markup
+                style = style.clear_meta_and_links()
+            text = neutralise(seg.text)
+            yield seg if text is seg.text and style is seg.style else Segment(text, style)
 
     def on_broken_pipe(self) -> None:
         # rich's default exits 1 (doctor's "warnings"); gpuledger's entry point turns this into its
@@ -115,4 +128,5 @@ def print_json(obj: Any) -> None:
 
 
 def warn(message: str) -> None:
-    err_console.print(f"[yellow]warning:[/yellow] {message}")
+    """One ``warning:`` line on stderr; ``message`` is text, not markup (it often quotes a value)."""
+    err_console.print(f"[yellow]warning:[/yellow] {escape(message)}")
