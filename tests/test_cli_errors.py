@@ -98,6 +98,17 @@ def test_a_binary_profile_file_is_exit_4_in_one_line(
     assert len(lines) == 1 and "not UTF-8 text" in lines[0] and str(profile) in lines[0]
 
 
+def test_a_binary_catalog_file_is_exit_4_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    catalog = tmp_path / "gpus.yaml"
+    catalog.write_bytes(bytes(range(128, 256)))
+    monkeypatch.setenv("GPULEDGER_CATALOG", str(catalog))
+    assert main(["gpus"]) == 4
+    lines = _lines(capsys.readouterr().err)
+    assert len(lines) == 1 and "not UTF-8 text" in lines[0] and str(catalog) in lines[0]
+
+
 # ---- output that cannot be written: exit 74 -------------------------------------------------------
 
 

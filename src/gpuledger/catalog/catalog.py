@@ -61,6 +61,10 @@ def read_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
         raise NotFoundError(f"{what} not found: {path}") from exc
     except OSError as exc:
         raise InvalidInputError(f"{what} {path} cannot be read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(
+            f"{what} {path}: not UTF-8 text (byte {exc.start:,}; a binary file?)"
+        ) from None
     return parse_yaml_mapping(text, f"{what} {path}")
 
 
