@@ -512,8 +512,8 @@ class _CliSource(BaseSource):
 
     _parser: Callable[[str], list[GpuRow]]
 
-    def _rows(self, timeout_s: float = CLI_TIMEOUT_S) -> list[GpuRow]:
-        return self.parse(self._runner(self.args, timeout_s))
+    def _rows(self, timeout_s: float | None = None) -> list[GpuRow]:
+        return self.parse(self._runner(self.args, CLI_TIMEOUT_S if timeout_s is None else timeout_s))
 
     def read(self, now: float) -> list[Reading]:
         out = []
