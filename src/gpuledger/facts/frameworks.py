@@ -200,7 +200,9 @@ def parse_probe_output(result: CommandResult, python: str) -> TorchProbe:
         stderr=[line for line in result.stderr.splitlines() if line.strip()][-6:],
     )
     if result.timed_out:
-        probe.error = f"the probe did not finish within {result.timeout_s:g} s"
+        probe.error = (
+            result.summary() if result.note else f"the probe did not finish within {result.timeout_s:g} s"
+        )
         return probe
     if not result.ran:
         probe.error = result.summary()

@@ -286,6 +286,8 @@ def _exited(proc: subprocess.Popen[bytes]) -> bool:
     group id) cannot be reused, so killing the group later cannot hit another process."""
     if proc.returncode is not None:
         return True
+    if not hasattr(os, "waitid"):  # macOS before Python 3.13: reap (the pid may then be reused, rarely)
+        return proc.poll() is not None
     try:
         info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
     except ChildProcessError:
