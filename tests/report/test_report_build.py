@@ -432,7 +432,7 @@ def test_a_cpu_run_counts_throughput_per_machine(store: Store) -> None:
 
 
 def test_table_columns_come_from_the_headers_each_row_declares_in_order() -> None:
-    from gpuledger.report.build import _tabulate
+    from gpuledger.report.sections.base import tabulate as _tabulate
 
     (table,) = _tabulate("t", "T", [{"run": "a", "p50": "1"}, {"run": "b", "p50": "2"}], "ms")
     assert table.columns == ("run", "p50")

@@ -1,0 +1,150 @@
+"""The "how measured" section: the metric definitions, and per run where its numbers came from (summary,
+token counts, energy method, SLOs, client CPU, the workload it repeated)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gpuledger import __version__
+from gpuledger.report import fmt
+from gpuledger.report.definitions import METRIC_DEFINITIONS
+from gpuledger.report.model import Section
+from gpuledger.report.sections.base import RunData, like_of, tabulate
+
+
+def _flags(names: Any) -> str:
+    """``["num_requests", "concurrency"]`` -> ``"--num-requests, --concurrency"`` (bench's flag names)."""
+    if not isinstance(names, list | tuple):
+        return ""
+    return ", ".join("--" + str(n).replace("_", "-") for n in names)
+
+
+def _workload_origins(runs: list[RunData]) -> tuple[dict[str, str], list[str]]:
+    """Where each run's workload came from (a cell per run id), and lines naming the runs of this report
+    that ran the same workload through ``bench --like``. Both empty when no run was made with --like."""
+    likes = {r.info.id: like_of(r.info) for r in runs}
+    if all(like is None for like in likes.values()):
+        return {}, []
+    names = {r.info.id: r.ref.name for r in runs}
+    flags = {rid: _flags(like.get("overridden")) for rid, like in likes.items() if like is not None}
+
+    def run_text(run_id: str) -> str:
+        name = names.get(run_id)
+        return f"{name} (run {run_id})" if name is not None and name != run_id else f"run {run_id}"
+
+    def root(run_id: str) -> str:
+        """The run whose workload this one ran, following --like through the runs of this report."""
+        seen = {run_id}
+        like = likes.get(run_id)
+        while like is not None:
+            run_id = str(like["run_id"])
+            if run_id in seen:
+                break
+            seen.add(run_id)
+            like = likes.get(run_id)
+        return run_id
+
+    cells: dict[str, str] = {}
+    for r in runs:
+        like = likes[r.info.id]
+        if like is not None:
+            changed = flags[r.info.id]
+            cells[r.info.id] = f"workload of {run_text(str(like['run_id']))}, " + (
+                f"overridden: {changed}" if changed else "nothing overridden"
+            )
+        else:
+            repeats = [c.ref.name for c in runs if c is not r and root(c.info.id) == r.info.id]
+            cells[r.info.id] = "its own" + (f"; repeated by {', '.join(repeats)}" if repeats else "")
+    lines: list[str] = []
+    for source in dict.fromkeys(root(r.info.id) for r in runs):
+        members = [r for r in runs if root(r.info.id) == source]
+        copies = [r for r in members if r.info.id != source]
+        if len(members) < 2:
+            continue
+        overrides = [f"{c.ref.name} overrode {flags[c.info.id]}" for c in copies if flags.get(c.info.id)]
+        if source in names:
+            line = (
+                f"same workload: {' and '.join(c.ref.name for c in copies)} "
+                f"{'repeats' if len(copies) == 1 else 'repeat'} the workload of {run_text(source)} "
+                "with bench --like"
+            )
+        else:
+            line = (
+                f"same workload: {' and '.join(c.ref.name for c in copies)} all repeat the workload of "
+                f"{run_text(source)} with bench --like"
+            )
+        lines.append(line + ("; except: " + "; ".join(overrides) if overrides else "; nothing overridden"))
+    return cells, lines
+
+
+def how_measured_section(runs: list[RunData]) -> Section:
+    rows = []
+    origins, same_workload = _workload_origins(runs)
+    for r in runs:
+        s = r.summary
+        token_source = s.get("token_source")
+        ts_text = (
+            ", ".join(f"{k}: {v}" for k, v in token_source.items())
+            if isinstance(token_source, Mapping)
+            else fmt.text(token_source)
+        )
+        mismatch = s.get("output_len_mismatch")
+        if isinstance(mismatch, Mapping):
+            mismatch = (
+                f"{mismatch.get('count', 0)} of {mismatch.get('checked', 0)} requests"
+                if mismatch.get("checked")
+                else "not checked (no requested length)"
+            )
+        methods = sorted(
+            {
+                f"{d.get('device')}: {d.get('energy_method')}"
+                for d in r.info.telemetry_summary
+                if d.get("energy_method")
+            }
+        ) or [fmt.MISSING]
+        slo = s.get("slo")
+        client = r.info.client or {}
+        cpu = client.get("cpu_percent") if isinstance(client, Mapping) else None
+        if cpu is None and isinstance(client, Mapping):
+            cpu = client.get("cpu_util_ratio")
+            cpu = cpu * 100 if isinstance(cpu, int | float) else cpu
+        rows.append(
+            {
+                "run": r.ref.name,
+                **({"workload": origins[r.info.id]} if origins else {}),
+                "summary": r.summary_source,
+                "token counts from": ts_text or fmt.MISSING,
+                "output length mismatch": fmt.text(mismatch),
+                "energy method": ", ".join(methods),
+                "SLOs": fmt.text(slo)
+                if not isinstance(slo, Mapping)
+                else ", ".join(f"{k}={v}" for k, v in slo.items()),
+                "client CPU (%)": fmt.num(cpu),
+                "unit of work": fmt.text(r.info.unit),
+            }
+        )
+    return Section(
+        key="how_measured",
+        title="How measured",
+        intro="Definitions used for every number in this report (the project's metric definitions, quoted "
+        "verbatim, and the report's per-GPU / per-user figures), and how each run was counted. "
+        f"Report built by gpuledger {__version__}.",
+        tables=tabulate(
+            "provenance",
+            "Provenance per run",
+            rows,
+            "Token counts: server usage when reported, else the server's tokenizer, else a client count "
+            "(one token per content chunk)."
+            + (
+                " Workload: a run made with gpuledger bench --like RUN ran RUN's workload (dataset, lengths, "
+                "load, counts, seed and SLOs copied; RunInfo.config.like), except the flags listed as "
+                "overridden."
+                if origins
+                else ""
+            ),
+        ),
+        definitions=METRIC_DEFINITIONS,
+        notes=tuple(same_workload),
+        terminal_notes=bool(same_workload),
+    )

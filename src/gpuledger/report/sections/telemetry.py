@@ -1,0 +1,127 @@
+"""The telemetry section: per device utilisation, power, memory and energy over the measured window, and
+power and utilisation over time."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+from gpuledger.report import fmt
+from gpuledger.report.model import Figure, Section, Series
+from gpuledger.report.sections.base import RunData, as_number, line_mode, tabulate
+from gpuledger.report.series import bucket_means
+
+# (figure key, title, y axis, scale, stored metrics drawn): GPUs report util_ratio, the CPU cpu_util_ratio.
+_TS_FIGURES: tuple[tuple[str, str, str, float, tuple[str, ...]], ...] = (
+    ("power", "Power over time", "power (W)", 1.0, ("power_w",)),
+    ("utilisation", "Utilisation over time", "utilisation (%)", 100.0, ("util_ratio", "cpu_util_ratio")),
+)
+
+
+def telemetry_section(runs: list[RunData]) -> Section:
+    rows = []
+    missing = []
+    for r in runs:
+        devices = r.info.telemetry_summary
+        if not devices:
+            missing.append(
+                f"{r.ref.name}: no telemetry — the run was benched with --no-telemetry, or no source "
+                "could be read (gpuledger sample lists each source and why)"
+            )
+            continue
+        out_tokens = as_number(r.summary.get("output_tokens_total"))
+        for d in devices:
+            energy = as_number(d.get("energy_j"))
+            jpt = energy / out_tokens if energy is not None and out_tokens else None
+            subject = f"{r.ref.name} {fmt.text(d.get('device'))} ({fmt.text(d.get('name'))})"
+            raw_unavailable = d.get("unavailable")
+            unavailable: Mapping[str, Any] = raw_unavailable if isinstance(raw_unavailable, Mapping) else {}
+            if d.get("mean_power_w") is None:
+                why = unavailable.get("power_w") or d.get("energy_reason") or "no power readings"
+                missing.append(f"{subject} power and energy: {fmt.text(why)}")
+            elif energy is None:
+                missing.append(f"{subject} energy: {fmt.text(d.get('energy_reason') or 'no energy figure')}")
+            for metric, reason in unavailable.items():
+                if metric not in ("power_w", "energy_j"):
+                    missing.append(f"{subject} {metric}: {fmt.text(reason)}")
+            method = d.get("energy_method")
+            method_text = fmt.text(method) if method else fmt.MISSING
+            if method and d.get("energy_reason"):
+                method_text += f" ({fmt.text(d.get('energy_reason'))})"
+            validity = "valid" if d.get("valid", True) else f"invalid: {fmt.text(d.get('validity_reason'))}"
+            mem_total = d.get("memory_total_bytes")
+            memory = fmt.gib(d.get("peak_memory_bytes")) + (f" / {fmt.gib(mem_total)}" if mem_total else "")
+            rows.append(
+                {
+                    "run": r.ref.name,
+                    "device": fmt.text(d.get("device")),
+                    "name": fmt.text(d.get("name")),
+                    "mean util (%)": fmt.pct(d.get("mean_util_ratio")),
+                    "peak util (%)": fmt.pct(d.get("peak_util_ratio")),
+                    "mean power (W)": fmt.num(d.get("mean_power_w")),
+                    "peak power (W)": fmt.num(d.get("peak_power_w")),
+                    "energy (J)": fmt.num(energy),
+                    "energy method": method_text,
+                    "J per output token": fmt.num(jpt),
+                    "peak / total memory (GiB)": memory,
+                    "samples": fmt.num(d.get("samples")),
+                    "interval (s)": fmt.num(d.get("interval_s")),
+                    "sources": fmt.text(d.get("sources")),
+                    "validity": validity,
+                }
+            )
+    figures = []
+    for key, title, y_title, scale, metrics in _TS_FIGURES:
+        series = []
+        buckets = 1
+        for r in runs:
+            grouped: dict[str, list[tuple[float, float]]] = defaultdict(list)
+            for sample in r.telemetry:
+                if sample.metric in metrics:
+                    grouped[sample.device].append((sample.t, sample.value * scale))
+            for device, pts in sorted(grouped.items()):
+                pts.sort()
+                t, v, size = bucket_means([p[0] for p in pts], [p[1] for p in pts])
+                buckets = max(buckets, size)
+                series.append(
+                    Series(
+                        name=f"{r.ref.name} · {device}" if len(runs) > 1 else device,
+                        x=tuple(t),
+                        y=tuple(v),
+                        mode=line_mode(len(t)),
+                    )
+                )
+        if not series:
+            missing.append(f"{title}: no {' or '.join(metrics)} samples stored for any run in this report")
+            continue
+        how = (
+            "raw samples"
+            if buckets == 1
+            else f"means of {buckets} consecutive samples (to keep the file small)"
+        )
+        figures.append(
+            Figure(
+                key=f"ts_{key}",
+                title=title,
+                kind="line",
+                x_title="time since run start (s)",
+                y_title=y_title,
+                series=tuple(series),
+                provenance=f"Telemetry samples from the store (source per device in the table), {how}.",
+            )
+        )
+    return Section(
+        key="telemetry",
+        title="Power and utilisation",
+        intro="What the hardware did during the measured window: utilisation, power, memory, energy.",
+        tables=tabulate(
+            "telemetry",
+            "Per device over the measured window",
+            rows,
+            "RunInfo.telemetry_summary from the telemetry sampler; energy = validated hardware counter, "
+            "else integral of sampled power; J per output token = energy ÷ output tokens.",
+        ),
+        figures=tuple(figures),
+        not_measured=tuple(missing),
+    )
