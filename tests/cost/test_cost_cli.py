@@ -89,14 +89,15 @@ def test_cost_errors_are_one_line_with_documented_exit_codes(
     bad.write_text("rental_per_gpu_hour: 2\nutilisation: 1.5\n")
     rc, err = run_fail(capsys, "cost", good, "--profile", str(bad))
     assert rc == 4 and "utilisation" in err
-    rc, err = run_fail(
-        capsys,
-        "cost",
-        store_run(make_run("c0st0006", power_w=None, gpu="NVIDIA Tesla T4")),
-        "--profile",
-        "h100-sxm-rent",
-    )
+    no_power = store_run(make_run("c0st0006", power_w=None, gpu="NVIDIA Tesla T4"))
+    # An ownership profile prices energy: without a measured power or a TDP there is nothing to price ...
+    rc, err = run_fail(capsys, "cost", no_power, "--profile", "h100-sxm-own")
     assert rc == 4 and "no power to price" in err
+    # ... a rental profile includes energy in its price: the run is priced, its power stated as not needed.
+    doc = run_json(capsys, "cost", no_power, "--profile", "h100-sxm-rent")
+    assert isinstance(doc, dict)
+    assert doc["power"]["power_source"] == "not measured — not needed for the price: rental includes energy"
+    assert doc["energy"]["joules"] is None and doc["energy"]["joules_per_output_token"] is None
 
 
 def test_compare_json_is_reciprocal_and_takes_per_run_profiles(
@@ -192,3 +193,29 @@ def test_gpus_and_profiles_json(capsys: pytest.CaptureFixture[str]) -> None:
 def test_gpus_and_profiles_terminal(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["gpus"]) == 0 and "mi300x" in capsys.readouterr().out
     assert main(["profiles"]) == 0 and "h100-sxm-own" in capsys.readouterr().out
+
+
+def test_a_run_of_a_server_on_another_machine_is_priced_by_what_its_profile_needs(
+    make_run: MakeRun, store_run: StoreRun, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A client benching a remote server has no telemetry of the server's devices (issue 15): a rental
+    price needs only the GPU count; an ownership price needs power, from power_w or a named GPU's TDP."""
+    remote = store_run(make_run("remote01", devices=[]))
+    rc, err = run_fail(capsys, "cost", remote, "--profile", "h100-sxm-rent")
+    assert rc == 4 and "how many GPUs served it" in err and "--gpus N" in err
+    rented = run_json(capsys, "cost", remote, "--profile", "h100-sxm-rent", "--gpus", "2")
+    assert isinstance(rented, dict)
+    assert rented["hourly"]["rental_usd_per_hour"] == pytest.approx(2 * 3.34)
+    assert rented["devices"]["count"] == 2
+    assert rented["power"]["power_source"] == "not measured — not needed for the price: rental includes energy"
+    assert rented["energy"]["joules_per_output_token"] is None
+    rc, err = run_fail(capsys, "cost", remote, "--profile", "h100-sxm-own", "--gpus", "2")
+    assert rc == 4 and "needs their power" in err and "--gpu NAME" in err
+    owned = run_json(
+        capsys, "cost", remote, "--profile", "h100-sxm-own", "--gpus", "2", "--gpu", "H100 SXM"
+    )
+    assert isinstance(owned, dict)
+    assert owned["devices"]["count"] == 2 and len(owned["devices"]["names"]) == 2
+    assert owned["power"]["estimate"] is True and owned["power"]["serving_w"] == pytest.approx(2 * 700.0)
+    assert owned["power"]["power_source"].startswith("estimate: catalog TDP of ")
+    assert any(w.startswith("power is not measured: estimate: catalog TDP") for w in owned["warnings"])

@@ -115,7 +115,7 @@ def test_missing_power_falls_back_to_catalog_tdp_and_says_so(make_run: MakeRun, 
 def test_missing_power_and_no_tdp_is_a_clear_error(make_run: MakeRun, catalog: Catalog) -> None:
     run = make_run(power_w=None, gpu="NVIDIA Tesla T4")
     with pytest.raises(InvalidInputError) as err:
-        cost_of_run(run, RENTAL, catalog=catalog)
+        cost_of_run(run, OWNED, catalog=catalog)
     msg = err.value.message
     assert "NVIDIA Tesla T4" in msg and "no power to price" in msg and "\n" not in msg
     assert err.value.hint and "power_w" in err.value.hint
@@ -144,7 +144,11 @@ def test_idle_gpus_are_not_priced_and_gpu_count_scales_power(make_run: MakeRun, 
     assert cost.inputs.gpu_count == 1 and cost.inputs.power_serving_w == 500.0
     assert any("nvidia:1" in a for a in cost.assumptions)
     eight = cost_of_run(run, RENTAL.model_copy(update={"gpu_count": 8}), catalog=catalog)
-    assert eight.inputs.power_serving_w == 4000.0 and eight.evaluation.hourly.rental == 16.0
+    assert eight.evaluation.hourly.rental == 16.0
+    # Under a rental profile power is only reported as measured; an owned deployment of 8 prices 8 x 500 W.
+    assert eight.inputs.power_serving_w == 500.0 and eight.power.measured and not eight.power.needed
+    owned = cost_of_run(run, OWNED.model_copy(update={"gpu_count": 8}), catalog=catalog)
+    assert owned.inputs.power_serving_w == 4000.0
 
 
 def test_a_run_where_every_gpu_stayed_idle_is_flagged(make_run: MakeRun, catalog: Catalog) -> None:
@@ -190,21 +194,33 @@ def test_cpu_run_without_rapl_estimates_half_the_tdp_and_labels_it(
         "unavailable": {"power_w": "rapl: not present (no /sys/class/powercap)"},
     }
     run = make_run(devices=[cpu], environment={"cpu": {"logical_cpus": 2}})
-    d = cost_of_run(run, CostProfile(rental_per_hour=0.0816), catalog=catalog).to_dict()
-    # CodeCarbon's fallback: 4 W per thread x 2 threads = 8 W TDP; 50 % of it = 4 W
+    owned_cpu = CostProfile(host_price=2000.0, electricity_per_kwh=0.2)
+    d = cost_of_run(run, owned_cpu, catalog=catalog).to_dict()
+    # CodeCarbon's fallback: 4 W per thread x 2 threads = 8 W TDP; 50 % of it = 4 W, and it says so
     assert d["power"]["serving_w"] == pytest.approx(4.0)
     assert d["power"]["estimate"] is True and d["power"]["power_source"].startswith(
-        "estimate: 50% of an assumed CPU TDP"
+        "estimate: 4 W = 50% of an assumed CPU TDP of 8 W (4 W x 2 threads;"
     )
     assert "rapl: not present" in d["power"]["per_device"][0]["why"]
-    with_tdp = cost_of_run(run, CostProfile(rental_per_hour=0.0816, cpu_tdp_w=65), catalog=catalog)
+    with_tdp = cost_of_run(run, owned_cpu.model_copy(update={"cpu_tdp_w": 65}), catalog=catalog)
     assert with_tdp.inputs.power_serving_w == pytest.approx(32.5)
+    assert with_tdp.power.source.startswith("estimate: 32.5 W = 50% of the profile's CPU TDP of 65 W")
+    # A rental price includes energy: nothing is estimated, and J per token is unavailable (not a zero).
+    rented = cost_of_run(run, CostProfile(rental_per_hour=0.0816), catalog=catalog).to_dict()
+    assert rented["power"]["serving_w"] is None and rented["power"]["estimate"] is False
+    assert rented["power"]["power_source"] == (
+        "not measured — not needed for the price: rental includes energy"
+    )
+    assert rented["energy"]["joules_per_token"] is None
+    assert "rental includes energy" in rented["energy"]["reason"]
+    assert not any("power is not measured" in w for w in rented["warnings"])
 
 
 def test_cpu_run_without_power_or_tdp_is_a_clear_error(make_run: MakeRun, catalog: Catalog) -> None:
     cpu = {"device": "cpu", "vendor": "cpu", "name": "AMD EPYC", "mean_power_w": None}
     with pytest.raises(InvalidInputError, match="no power to price"):
-        cost_of_run(make_run(devices=[cpu]), CostProfile(rental_per_hour=0.1), catalog=catalog)
+        cost_of_run(make_run(devices=[cpu]), CostProfile(host_price=2000.0, electricity_per_kwh=0.2),
+                    catalog=catalog)
 
 
 def test_a_gpu_priced_profile_does_not_fit_a_cpu_run(make_run: MakeRun, catalog: Catalog) -> None:

@@ -69,7 +69,13 @@ def test_a_run_of_widgets_is_priced_per_thousand_widgets(
     assert cost["widgets_per_usd"] == pytest.approx(180_000 / hourly)
     assert cost["throughput"] == {"widgets_per_s": 50.0, "served_widgets_per_hour": 180_000.0,
                                   "source": "run summary (measured)"}
-    assert cost["energy"]["joules_per_widget"] == pytest.approx(cost["energy"]["joules"] / 10_000)
+    # cpu-cloud is a rental price (energy included) and the CPU's power was not measured: no J per widget
+    assert cost["energy"]["joules_per_widget"] is None and cost["energy"]["joules"] is None
+    owned = tmp_path / "owned.yaml"
+    owned.write_text("host_price: 3000\nelectricity_per_kwh: 0.2\npower_w: 90\n")
+    own = _cli("cost", run, "--profile", str(owned))
+    assert own["energy"]["joules_per_widget"] == pytest.approx(90 * 200.0 / 10_000)
+    assert own["usd_per_1k_widgets"] == pytest.approx(own["usd_per_hour"] / 180)
 
 
 def test_two_widget_runs_compare_with_break_even_values_that_hold(

@@ -74,6 +74,8 @@ def _cost(
     catalog: Catalog,
     stage: str | None = None,
     slo_attainment: float | None = None,
+    gpus: int | None = None,
+    gpu: str | None = None,
 ) -> RunCost:
     from gpuledger.cost import cost_of_run
     from gpuledger.cost.operating import DEFAULT_ATTAINMENT
@@ -86,6 +88,8 @@ def _cost(
         doctor_records=_doctor_records(store, profile),
         stage=stage,
         slo_attainment=DEFAULT_ATTAINMENT if slo_attainment is None else slo_attainment,
+        gpus=gpus,
+        gpu=gpu,
     )
 
 
@@ -213,18 +217,36 @@ def cost_cmd(
             "run's SLOs (default 0.99); without SLOs, at its highest throughput.",
         ),
     ] = None,
+    gpus: Annotated[
+        int | None,
+        typer.Option(
+            "--gpus",
+            min=1,
+            max=100_000,
+            help="How many GPUs served the run, for a run with no telemetry of its devices (a server "
+            "benched from another machine); overrides the profile's gpu_count.",
+        ),
+    ] = None,
+    gpu: Annotated[
+        str | None,
+        typer.Option(
+            "--gpu",
+            help="The GPU that served a run with no telemetry of its devices (catalog key or name): an "
+            "ownership profile prices its catalog TDP (an estimate). Overrides the profile's gpu.",
+        ),
+    ] = None,
     save: Annotated[bool, typer.Option("--save/--no-save", help="Keep this evaluation in the store.")] = True,
     json_out: JsonOpt = False,
     db: DbOpt = None,
 ) -> None:
-    """Cost of a run: hourly cost breakdown, cost per 1M tokens, tokens per currency unit, J/token."""
+    """Cost of a run: hourly cost breakdown, cost per unit of work (1M tokens, 1,000 images, ...), J/unit."""
     from gpuledger.catalog import load_catalog
 
     catalog = load_catalog()
     store = _open(db)
     try:
         run = store.get_run(run_id)
-        cost = _cost(store, run, profile, catalog, stage, slo_attainment)
+        cost = _cost(store, run, profile, catalog, stage, slo_attainment, gpus, gpu)
         result = cost.to_dict()
         if save:
             try:

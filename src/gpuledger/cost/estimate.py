@@ -246,7 +246,15 @@ def estimate_run(
     )
     prof = profile if profile is not None else gpu_default_profile(tgt)
     power = _target_power(used, src, tgt, prof.gpu_count or n)
-    cost = cost_of_run(synthetic, prof, catalog=cat, doctor_records=doctor_records, power=power)
+    cost = cost_of_run(
+        synthetic,
+        prof,
+        catalog=cat,
+        doctor_records=doctor_records,
+        power=power,
+        rate_source=f"estimate: the run's measured rates x {scale.speedup:.3g} (roofline {src.name} -> "
+        f"{tgt.name}), not measured",
+    )
     warnings = [
         f"ESTIMATE: {src.name} -> {tgt.name} by a roofline model (x{scale.speedup:.3g} throughput); "
         "measure on the real hardware before buying"

@@ -1,5 +1,12 @@
 """Which power a run is priced at: measured where it was valid, else a stated figure (the profile's, a
-catalog TDP, or an estimate of the CPU's draw), always with where it came from."""
+catalog TDP, or an estimate of the CPU's draw), always with where it came from.
+
+Under a rental profile energy is in the price: power is then only reported (when it was measured, for
+J per unit), never estimated — ``PowerResolution.needed`` is False and the figures are None unless
+measured. Under an ownership profile the price needs power: measured, the profile's ``power_w``, a
+catalog TDP (of the GPUs the run used, or of the GPU the profile/``--gpu`` names for a run without
+telemetry of its devices — a server measured from another machine), or an estimate of the CPU's draw.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +21,8 @@ from gpuledger.cost.runview import DeviceView, cpu_device, cpu_threads
 from gpuledger.errors import InvalidInputError
 from gpuledger.records import RunInfo
 
+NOT_NEEDED = "not measured — not needed for the price: rental includes energy"
+
 
 @dataclass(frozen=True, slots=True)
 class PowerResolution:
@@ -24,6 +33,12 @@ class PowerResolution:
     measured: bool
     per_device: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    needed: bool = True  # False under a rental profile: energy is in the price
+
+    @property
+    def known(self) -> bool:
+        """A power figure exists (measured, given or estimated)."""
+        return self.needed or self.measured
 
 
 def _measured_source(devs: Sequence[DeviceView]) -> str:
@@ -123,7 +138,7 @@ def _cpu_power(run: RunInfo, profile: CostProfile, cpu: DeviceView | None) -> Po
     if profile.cpu_tdp_w is not None:
         watts = profile.cpu_tdp_w * frac
         src = (
-            f"estimate: {frac:.0%} of CPU TDP {profile.cpu_tdp_w:g} W from the profile "
+            f"estimate: {watts:g} W = {frac:.0%} of the profile's CPU TDP of {profile.cpu_tdp_w:g} W "
             f"({defaults.fraction_source})"
         )
     else:
@@ -137,13 +152,41 @@ def _cpu_power(run: RunInfo, profile: CostProfile, cpu: DeviceView | None) -> Po
         tdp = defaults.tdp_w_per_thread * threads
         watts = tdp * frac
         src = (
-            f"estimate: {frac:.0%} of an assumed CPU TDP of {defaults.tdp_w_per_thread:g} W x {threads} "
-            f"threads = {tdp:g} W ({defaults.tdp_source})"
+            f"estimate: {watts:g} W = {frac:.0%} of an assumed CPU TDP of {tdp:g} W "
+            f"({defaults.tdp_w_per_thread:g} W x {threads} threads; {defaults.tdp_source})"
         )
     name = cpu.name if cpu is not None else "cpu"
     return PowerResolution(
         watts, watts, src, True, False, [{"device": "cpu", "name": name, "power_w": watts, "why": why}]
     )
+
+
+def _measured_only(run: RunInfo, kind: str, used: list[DeviceView]) -> PowerResolution:
+    """A rental profile: the measured power when every device has a valid reading, else none."""
+    devs = list(used) if kind == "gpu" else ([d] if kind == "cpu" and (d := cpu_device(run)) else [])
+    if devs and all(d.mean_power_w is not None and d.power_valid for d in devs):
+        watts = sum(d.mean_power_w or 0.0 for d in devs)
+        per = [{"device": d.key, "name": d.name, "power_w": d.mean_power_w,
+                "power_source": _measured_source([d])} for d in devs]
+        return PowerResolution(watts, watts, _measured_source(devs), False, True, per, [], needed=False)
+    return PowerResolution(0.0, 0.0, NOT_NEEDED, False, False, [], [], needed=False)
+
+
+def named_gpu_power(run: RunInfo, gpu: str, n: int, catalog: Catalog) -> PowerResolution:
+    """A run without telemetry of its devices, on ``n`` of the GPU the user named: its catalog TDP."""
+    spec = catalog.resolve(gpu)
+    tdp = spec.device_figure("tdp_w")
+    if tdp.value is None:
+        raise InvalidInputError(
+            f"run {run.id}: {spec.name} has no TDP in the catalog ({tdp.reason}): no power to price",
+            hint="set power_w (W, all devices) in the cost profile",
+        )
+    per = [{"device": f"{spec.vendor}:{i}", "name": spec.name, "power_w": tdp.value,
+            "power_source": f"catalog TDP (not measured): {tdp.provenance()}"} for i in range(n)]
+    source = (
+        f"estimate: catalog TDP of {spec.name} x {n} (not measured: the run has no telemetry of its devices)"
+    )
+    return PowerResolution(tdp.value * n, tdp.value * n, source, True, False, per, [])
 
 
 def resolve_power(
@@ -154,23 +197,32 @@ def resolve_power(
     n: int,
     catalog: Catalog,
     given: PowerResolution | None = None,
+    gpu: str | None = None,
 ) -> PowerResolution:
     """Serving and idle power of the run's devices, with where the figures came from. ``given``: device
-    power already worked out by the caller (the estimate), used unless the profile sets ``power_w``."""
+    power already worked out by the caller (the estimate), used unless the profile sets ``power_w``;
+    ``gpu``: the GPU a run without telemetry of its devices ran on (``--gpu``, else the profile's)."""
+    named = gpu or profile.gpu
     if profile.power_w is not None:
         res = PowerResolution(
             profile.power_w, profile.power_w, "profile power_w (user figure)", False, False, [], []
         )
     elif given is not None:
         res = given
+    elif profile.mode == "rental":
+        return _measured_only(run, kind, used)
     elif kind == "gpu":
         res = _gpu_power(run, profile, used, n, catalog)
     elif kind == "cpu":
         res = _cpu_power(run, profile, cpu_device(run))
+    elif named is not None:
+        res = named_gpu_power(run, named, max(n, 1), catalog)
     else:
         raise InvalidInputError(
-            f"run {run.id} records no devices and no power (no telemetry summary)",
-            hint="set power_w (and gpu_count) in the cost profile",
+            f"run {run.id} has no telemetry of the devices that served it (a server measured from another "
+            f"machine?): an ownership profile needs their power",
+            hint="set power_w (W, all devices) in the profile, or name the GPU with --gpu NAME (or `gpu:` in "
+            "the profile) to price it at its catalog TDP, an estimate",
         )
     serving = res.serving_w + profile.host_power_w
     notes = list(res.notes)

@@ -43,6 +43,7 @@ FIELD_UNITS: dict[str, str] = {
     "power_w": "W (all the run's devices together)",
     "host_power_w": "W",
     "cpu_tdp_w": "W",
+    "gpu": "GPU catalog key or name (for a run without telemetry of its devices)",
     "output_to_input_cost_ratio": "ratio (cost of an output token / an input token)",
 }
 
@@ -94,6 +95,8 @@ class CostProfile(BaseModel):
     power_w: float | None = Field(default=None, gt=0)
     host_power_w: float = Field(default=0.0, ge=0)
     cpu_tdp_w: float | None = Field(default=None, gt=0)
+    # the GPU a run with no telemetry of its devices ran on (a server measured from another machine)
+    gpu: str | None = Field(default=None, min_length=1, max_length=200)
     # pricing input and output separately
     output_to_input_cost_ratio: float | None = Field(default=None, gt=0)
     # where each figure came from (field -> text); presets fill it, users may

@@ -88,6 +88,10 @@ class RunCost:
         prices = {inp.unit(u).price_key(p): ev.cost_per(u) for u in s.price_units()}
         yields = {inp.unit(u).per_money_key(p): ev.per_money(u) for u in s.yield_units()}
         extra = _extras(s)
+        known = self.power.known
+        hourly = ev.hourly.to_dict()
+        if not known:
+            hourly["priced_power_w"] = None  # not priced: rental includes energy
         return {
             "run_id": self.run.id,
             "label": self.run.label,
@@ -102,20 +106,20 @@ class RunCost:
             },
             "devices": {
                 "kind": self.kind,
-                "count": inp.gpu_count if self.kind == "gpu" else len(self.device_names),
+                "count": inp.gpu_count or len(self.device_names),
                 "names": self.device_names,
                 "idle_gpus": self.idle_gpus,
             },
             "utilisation": inp.utilisation,
             "power": {
-                "serving_w": inp.power_serving_w,
-                "idle_w": inp.power_idle_w,
-                "average_w": inp.average_power_w,
+                "serving_w": inp.power_serving_w if known else None,
+                "idle_w": inp.power_idle_w if known else None,
+                "average_w": inp.average_power_w if known else None,
                 "power_source": self.power.source,
                 "estimate": self.power.estimate,
                 "per_device": self.power.per_device,
             },
-            "hourly": ev.hourly.to_dict(),
+            "hourly": hourly,
             "throughput": throughput,
             f"{p}_per_hour": ev.hourly.total,
             **prices,
@@ -163,7 +167,7 @@ class RunCost:
         }
         out["setup_hours"] = {"value": self.inputs.setup_hours, "unit": "hours", "source": self.setup_source}
         out["power_serving_w"] = {
-            "value": self.inputs.power_serving_w,
+            "value": self.inputs.power_serving_w if self.power.known else None,
             "unit": "W",
             "source": self.power.source,
         }
@@ -231,15 +235,16 @@ def _energy(
         joules = sum(d.energy_j or 0.0 for d in devs)
         methods = sorted({d.energy_method or "measured" for d in devs})
         method = f"measured energy in the window ({', '.join(methods)})"
-    elif window:
+    elif window and power.known:
         joules = power.serving_w * window
         method = f"power x window: {power.serving_w:.1f} W x {window:.2f} s ({power.source})"
     else:
-        return {
-            "joules": None,
-            "reason": "the run has no window duration and no measured energy",
-            **per_unit(None),
-        }
+        reason = (
+            "power not measured, and not needed for the price (rental includes energy)"
+            if not power.known
+            else "the run has no window duration and no measured energy"
+        )
+        return {"joules": None, "reason": reason, **per_unit(None)}
     return {
         "joules": joules,
         "method": method,
@@ -247,6 +252,42 @@ def _energy(
         "excludes": "facility overhead (PUE)",
         **per_unit(joules),
     }
+
+
+def _enters_cost(profile: CostProfile, name: str, setup_hours: float) -> bool:
+    """Does the profile's field ``name`` change this cost? (An estimate that does not is not warned.)"""
+    if name == "labour_rate_per_hour":
+        return bool(setup_hours or profile.maintenance_hours_per_month)
+    if name in ("electricity_per_kwh", "pue", "gpu_price", "host_price", "hosting_per_month"):
+        return profile.mode == "ownership"
+    if name in ("rental_per_gpu_hour", "rental_per_hour"):
+        return profile.mode == "rental"
+    return True
+
+
+def _device_count(run: RunInfo, profile: CostProfile, kind: str, used: list[DeviceView],
+                  gpus: int | None, named: str | None) -> int:
+    """How many GPUs are priced: ``--gpus``, else the profile's gpu_count, else the GPUs the run used.
+    A run without telemetry of its devices must be told when its price is per GPU."""
+    if gpus is not None and gpus < 1:
+        raise InvalidInputError(f"--gpus must be 1 or more, got {gpus}")
+    if kind == "gpu":
+        return gpus or profile.gpu_count or len(used)
+    if kind == "cpu":
+        return 0
+    count = gpus or profile.gpu_count
+    per_gpu = profile.rental_per_gpu_hour is not None or profile.gpu_price is not None
+    if count is None and per_gpu:
+        what = "rental_per_gpu_hour" if profile.rental_per_gpu_hour is not None else "gpu_price"
+        raise InvalidInputError(
+            f"run {run.id} has no telemetry of the devices that served it (a server measured from another "
+            f"machine?), and profile {profile.name or '(unnamed)'!r} prices per GPU ({what}): "
+            "how many GPUs served it?",
+            hint="pass --gpus N, or set gpu_count in the profile"
+            + ("" if profile.mode == "rental" or named else "; an ownership profile also needs power_w or "
+               "--gpu NAME"),
+        )
+    return count or 0
 
 
 def cost_of_run(
@@ -259,12 +300,16 @@ def cost_of_run(
     stage: str | None = None,
     slo_attainment: float = DEFAULT_ATTAINMENT,
     rate_source: str | None = None,
+    gpus: int | None = None,
+    gpu: str | None = None,
 ) -> RunCost:
     """Price a stored run under ``profile``. Raises InvalidInputError (one line naming what is missing)
     for runs with no work, no power and no TDP, or a profile that does not fit the run. ``power``
     overrides how device power is found (used by ``estimate``; the profile's ``power_w`` still wins).
     A sweep is priced at one stage (``stage``, else the rule of cost/operating.py). ``rate_source`` says
-    where the rates came from when they were not measured by the run itself (an estimate)."""
+    where the rates came from when they were not measured by the run itself (an estimate). ``gpus`` and
+    ``gpu`` (``cost --gpus N --gpu NAME``) say how many and which GPUs served a run that has no telemetry
+    of its devices (they override the profile's ``gpu_count`` and ``gpu``)."""
     cat = catalog if catalog is not None else load_catalog()
     op = operating_point(run, stage, slo_attainment)
     priced = _priced_summary(run, op)
@@ -274,8 +319,9 @@ def cost_of_run(
     kind = "gpu" if used else ("cpu" if cpu is not None else "unknown")
     warnings: list[str] = []
     assumptions: list[str] = []
+    named = gpu or profile.gpu
+    n = _device_count(run, profile, kind, used, gpus, named)
     if kind == "gpu":
-        n = profile.gpu_count or len(used)
         if all(d.peak_util_ratio == 0.0 for d in used):
             warnings.append(
                 "every GPU stayed at 0 % utilisation during the run: it may have run on the CPU "
@@ -287,7 +333,6 @@ def cost_of_run(
                 + ", ".join(f"{d.key} {d.name}" for d in idle)
             )
     elif kind == "cpu":
-        n = 0
         for name in ("gpu_price", "rental_per_gpu_hour", "gpu_count"):
             if getattr(profile, name) is not None:
                 raise InvalidInputError(
@@ -295,9 +340,12 @@ def cost_of_run(
                     hint="price a CPU run with host_price (ownership) or rental_per_hour",
                 )
     else:
-        n = profile.gpu_count or (1 if profile.rental_per_gpu_hour or profile.gpu_price else 0)
-        warnings.append("the run has no telemetry summary: devices and power come from the profile only")
-    power = resolve_power(run, profile, kind, used, n, cat, given=power)
+        assumptions.append(
+            f"the run has no telemetry of the devices that served it: {n} GPU(s)"
+            + (f" ({named})" if named else "")
+            + " as the profile / command line say"
+        )
+    power = resolve_power(run, profile, kind, used, n, cat, given=power, gpu=named)
     setup_hours, setup_source = resolve_setup_hours(profile, doctor_records, run)
     units = {u: priced.unit(u) for u in rates}
     inputs = CostInputs(profile, n, power.serving_w, power.idle_w, rates, head, units, setup_hours)
@@ -311,7 +359,7 @@ def cost_of_run(
         if op.warning:
             warnings.append(op.warning)
     assumptions.extend(power.notes)
-    if power.estimate:
+    if power.estimate and power.needed:
         warnings.append(f"power is not measured: {power.source}")
     if profile.utilisation == 1.0:
         assumptions.append(
@@ -323,9 +371,14 @@ def cost_of_run(
         f"{profile.amortisation_months:g} months"
     )
     for name, src in sorted(profile.sources.items()):
-        if "estimate" in src and getattr(profile, name, None):
+        if "estimate" in src and getattr(profile, name, None) and _enters_cost(profile, name, setup_hours):
             warnings.append(f"{name} is an estimate: {src}")
-    names = [d.name for d in used] if kind == "gpu" else ([cpu.name] if cpu is not None else [])
+    if kind == "gpu":
+        names = [d.name for d in used]
+    elif kind == "cpu":
+        names = [cpu.name] if cpu is not None else []
+    else:
+        names = [cat.resolve(named).name] * n if named else []
     if rate_source is None:
         rate_source = (
             f"stage {op.stage} of the sweep (measured)" if op is not None else "run summary (measured)"
