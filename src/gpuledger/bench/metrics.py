@@ -35,7 +35,6 @@ from gpuledger.records.textgen import (
 )
 
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
-LATENCY_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 _MAX_EXAMPLES = 10
 
 

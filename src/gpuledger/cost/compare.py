@@ -23,8 +23,6 @@ from gpuledger.cost.runcost import RunCost
 from gpuledger.errors import InvalidInputError, UsageError
 from gpuledger.records import alias_of, resolve_alias
 
-VERIFY_TOLERANCE = 1e-6
-
 
 @dataclass(frozen=True, slots=True)
 class PairComparison:
@@ -185,7 +183,6 @@ def compare(runs_costs: Sequence[RunCost], basis: str | None = None) -> Comparis
 
 
 __all__ = [
-    "VERIFY_TOLERANCE",
     "BreakEven",
     "Comparison",
     "PairComparison",

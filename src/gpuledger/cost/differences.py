@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from gpuledger.bench.server_state import QUEUE_NOTE_MS
 from gpuledger.cost.runcost import RunCost
 from gpuledger.cost.runview import flat
 from gpuledger.records import RunInfo, RunSummary
@@ -108,8 +109,6 @@ def _mean_per_item(summary: RunSummary | None, unit: str) -> float | None:
 def _queueing(run: RunInfo) -> str | None:
     """How the run's server queued requests (``server.state``, read from its /metrics): a phrase, "" when
     it did not, None when unknown."""
-    from gpuledger.bench.server_state import QUEUE_NOTE_MS  # bench imports monitor: a cycle (layering)
-
     state = (run.server or {}).get("state") or {}
     if not isinstance(state, dict):
         return None

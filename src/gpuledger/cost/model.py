@@ -27,6 +27,12 @@ from gpuledger.records import UnitInfo, unit_info
 SECONDS_PER_HOUR = 3600.0
 
 
+def unit_price(money: float, units: float, per: float) -> float:
+    """What ``per`` units cost when ``units`` of them cost ``money``: the one cost-per-unit formula (the
+    run evaluation prices an hour's work with it, the monitor the work of its sliding window)."""
+    return money / units * per
+
+
 def money_prefix(currency: str) -> str:
     """JSON key prefix for money: ``"USD"`` -> ``"usd"`` (``usd_per_hour``), ``"CNY"`` -> ``"cny"``."""
     return currency.lower()
@@ -177,7 +183,7 @@ class Evaluation:
         if not done:
             return None
         quantum = per if per is not None else self.inputs.unit(name).price_per
-        return self.hourly.total / done * quantum
+        return unit_price(self.hourly.total, done, quantum)
 
     def per_money(self, unit: str | None = None) -> float | None:
         """Units one currency unit buys."""

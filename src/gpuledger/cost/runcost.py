@@ -9,7 +9,7 @@ workload's pricing module, registered with ``register_pricing`` (text generation
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from gpuledger.catalog import Catalog, load_catalog
@@ -67,10 +67,6 @@ class RunCost:
     @property
     def headline(self) -> str:
         return self.inputs.headline
-
-    def recompute(self, **changes: Any) -> Evaluation:
-        """Evaluate again with some inputs changed (profile fields go through ``profile=...``)."""
-        return evaluate(replace(self.inputs, **changes))
 
     def price_text(self, unit: str | None = None) -> str:
         """``"USD per 1M output tokens"``."""

@@ -1,6 +1,6 @@
 """NVIDIA facts: nvidia-smi in every format it prints (``-q -x`` XML, ``-q`` text, the default table,
 ``-L``, ``--query-gpu ... --format=csv``), its error texts, and NVML through
-``gpuledger.telemetry.nvml.nvml_inventory()`` (the one module that imports pynvml)."""
+``gpuledger.facts.nvml.nvml_inventory()`` (the one module that imports pynvml)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from gpuledger.facts.model import CommandFact, NvidiaFacts, NvidiaGpu, NvmlFacts, SmiFormat, SmiStatus
+from gpuledger.facts.nvml import nvml_inventory
 from gpuledger.facts.runner import CommandResult, Runner
 from gpuledger.facts.tool_output import ToolOutputError, bounded, bounded_text, csv_rows, small_int, too_many
 
@@ -333,8 +334,6 @@ def _try_formats(
 def collect_nvml(use_nvml: bool, reason_skipped: str | None) -> NvmlFacts:
     if not use_nvml:
         return NvmlFacts(consulted=False, reason=reason_skipped)
-    from gpuledger.telemetry.nvml import nvml_inventory
-
     inv = nvml_inventory()
     devices: list[NvidiaGpu] = []
     for dev in inv.devices:

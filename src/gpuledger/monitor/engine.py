@@ -8,9 +8,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuledger.cost.model import unit_price
 from gpuledger.engines.server_metrics import ENGINE_LABELS, ENGINE_SERIES, EngineCounters
-
-MILLION = 1e6
+from gpuledger.records import unit_info
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +45,7 @@ class WindowStats:
             return None
         return self.prompt_tokens + self.output_tokens
 
-    def _per_million(self, tokens: float | None, key: str) -> float | None:
+    def _per_million(self, tokens: float | None, key: str, unit: str) -> float | None:
         if self.cost is None:
             self.reasons.setdefault(key, self.reasons.get("cost", "no cost profile"))
             return None
@@ -55,15 +55,15 @@ class WindowStats:
         if tokens <= 0:
             self.reasons.setdefault(key, f"no tokens in the last {self.span_s:.0f} s")
             return None
-        return self.cost / tokens * MILLION
+        return unit_price(self.cost, tokens, unit_info(unit).price_per)
 
     def cost_per_million_output(self) -> float | None:
         """Whole cost charged to the output tokens (how benchmark sites quote it)."""
-        return self._per_million(self.output_tokens, "cost_per_million_output_tokens")
+        return self._per_million(self.output_tokens, "cost_per_million_output_tokens", "output_token")
 
     def cost_per_million_total(self) -> float | None:
         """Cost per million input + output tokens."""
-        return self._per_million(self.total_tokens, "cost_per_million_tokens")
+        return self._per_million(self.total_tokens, "cost_per_million_tokens", "token")
 
     def _per_request(self, seconds: float, key: str) -> float | None:
         if self.requests is None:

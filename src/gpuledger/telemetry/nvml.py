@@ -12,10 +12,6 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from gpuledger.facts.nvml import describe_nvml_error, import_pynvml, nvml_text
-
-# Re-exported for facts/nvidia.py, which still imports the inventory from here; it goes once that
-# collector imports gpuledger.facts.nvml.nvml_inventory itself.
-from gpuledger.facts.nvml import nvml_inventory as nvml_inventory
 from gpuledger.telemetry.base import MHZ, BaseSource, DeviceInfo, Reading
 
 NVML_METRICS = frozenset({
