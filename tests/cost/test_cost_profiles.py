@@ -186,9 +186,32 @@ def test_default_profile_for_a_cpu_run_scales_the_cloud_vcpu_price(
 ) -> None:
     cpu = {"device": "cpu", "vendor": "cpu", "name": "AMD EPYC", "mean_power_w": None}
     prof = default_profile_for(make_run(devices=[cpu], environment={"cpu_count": 8}), catalog)
-    assert prof.name == "cpu-cloud-8vcpu" and prof.rental_per_hour == pytest.approx(8 * 0.0408)
+    assert prof.name == "cpu-cloud-arm64-8vcpu" and prof.rental_per_hour == pytest.approx(8 * 0.0408)
     assert "8 logical CPUs" in prof.sources["rental_per_hour"]
     assert default_profile_for(make_run(devices=[cpu]), catalog).name == "cpu-cloud"
     # the in-process torch engine records the host's CPUs with its server identity
     in_process = make_run(devices=[cpu], server={"kind": "torch", "cpu": {"logical_cpus": 2}})
     assert default_profile_for(in_process, catalog).rental_per_hour == pytest.approx(0.0816)
+
+
+def test_a_cpu_run_is_priced_as_an_instance_of_its_own_architecture(
+    make_run: MakeRun, catalog: Catalog
+) -> None:
+    """An x86 run priced at an ARM instance's rate would flatter it (issue 15): each architecture has its
+    own sourced price."""
+    cpu = {"device": "cpu", "vendor": "cpu", "name": "AMD EPYC", "mean_power_w": None}
+    x86 = default_profile_for(
+        make_run(devices=[cpu], environment={"arch": "x86_64", "cpu": {"logical_cpus": 2}}), catalog
+    )
+    assert x86.name == "cpu-cloud-x86_64-2vcpu" and x86.rental_per_hour == pytest.approx(2 * 0.0504)
+    source = x86.sources["rental_per_hour"]
+    assert "m7i.large" in source and "2 logical CPUs" in source
+    arm = default_profile_for(
+        make_run(devices=[cpu], environment={"arch": "aarch64", "cpu": {"logical_cpus": 4}}), catalog
+    )
+    assert arm.name == "cpu-cloud-arm64-4vcpu" and arm.rental_per_hour == pytest.approx(4 * 0.0408)
+    assert "m7g.large" in arm.sources["rental_per_hour"]
+    # an x86 run that does not record its CPU count is priced as the 2-vCPU reference instance, and says so
+    bare = default_profile_for(make_run(devices=[cpu], environment={"arch": "x86_64"}), catalog)
+    assert bare.rental_per_hour == pytest.approx(2 * 0.0504)
+    assert "not recorded" in bare.sources["rental_per_hour"]

@@ -45,7 +45,8 @@ class CpuDefaults(BaseModel):
 
     tdp_w_per_thread: PresetFigure
     power_fraction_of_tdp: PresetFigure
-    rental_per_vcpu_hour: PresetFigure
+    rental_per_vcpu_hour: PresetFigure  # arm64 (AWS Graviton)
+    rental_per_vcpu_hour_x86_64: PresetFigure
 
 
 class PresetsFile(BaseModel):
@@ -99,18 +100,27 @@ class CpuPowerDefaults:
     tdp_source: str
     fraction_source: str
     rental_source: str
+    arch: str  # the architecture whose instance price ``rental_per_vcpu_hour`` is
 
 
-def cpu_defaults() -> CpuPowerDefaults:
+X86 = ("x86_64", "amd64", "i686", "x86")
+
+
+def cpu_defaults(arch: str | None = None) -> CpuPowerDefaults:
+    """CPU power defaults and the cloud price of a vCPU of ``arch`` (x86_64 or arm64; an unknown
+    architecture gets the arm64 price, the default ``cpu-cloud`` preset)."""
     doc = presets_file()
     c = doc.cpu
+    x86 = arch is not None and arch.lower() in X86
+    rent = c.rental_per_vcpu_hour_x86_64 if x86 else c.rental_per_vcpu_hour
     return CpuPowerDefaults(
         c.tdp_w_per_thread.value,
         c.power_fraction_of_tdp.value,
-        c.rental_per_vcpu_hour.value,
+        rent.value,
         provenance(c.tdp_w_per_thread, doc),
         provenance(c.power_fraction_of_tdp, doc),
-        provenance(c.rental_per_vcpu_hour, doc),
+        provenance(rent, doc),
+        "x86_64" if x86 else "arm64",
     )
 
 
@@ -361,16 +371,26 @@ def default_profile_for(run: RunInfo, catalog: Catalog | None = None) -> CostPro
         )
     base = builtin_presets(cat)["cpu-cloud"]
     threads = cpu_threads(run)
-    if threads is None:
+    arch = run_arch(run)
+    defaults = cpu_defaults(arch)
+    if threads is None and defaults.arch == "arm64":
         return base
-    defaults = cpu_defaults()
+    vcpus = threads or 2  # the presets' reference instance size (2 vCPU) when the run does not say
     sources = dict(base.sources)
-    sources["rental_per_hour"] = f"{defaults.rental_source} x {threads} logical CPUs recorded in run {run.id}"
+    counted = f"{threads} logical CPUs recorded in run {run.id}" if threads else "2 vCPU (not recorded)"
+    sources["rental_per_hour"] = f"{defaults.rental_source} x {counted}"
     return base.model_copy(
         update={
-            "name": f"cpu-cloud-{threads}vcpu",
-            "description": f"CPU-only run priced as a {threads}-vCPU cloud instance",
-            "rental_per_hour": defaults.rental_per_vcpu_hour * threads,
+            "name": f"cpu-cloud-{defaults.arch}-{vcpus}vcpu",
+            "description": f"CPU-only run priced as a {vcpus}-vCPU {defaults.arch} cloud instance "
+            f"(the run's architecture: {arch or 'not recorded'})",
+            "rental_per_hour": defaults.rental_per_vcpu_hour * vcpus,
             "sources": sources,
         }
     )
+
+
+def run_arch(run: RunInfo) -> str | None:
+    """The CPU architecture the run's machine had (its environment fingerprint's ``arch``)."""
+    arch = run.environment.get("arch") if isinstance(run.environment, dict) else None
+    return arch if isinstance(arch, str) and arch else None

@@ -13,6 +13,7 @@ TDP (``cpu_tdp_w`` from the profile, else an assumed TDP per logical CPU), label
 from __future__ import annotations
 
 import os
+import platform
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -59,7 +60,10 @@ def choose_profile(name_or_path: str | None, devices: Sequence[DeviceInfo],
         id="monitor",
         telemetry_summary=[{"device": d.key, "vendor": d.vendor, "name": d.name, "peak_util_ratio": None}
                            for d in acc],
-        environment={"logical_cpus": os.cpu_count()} if os.cpu_count() else {},
+        environment={
+            "arch": platform.machine(),
+            **({"logical_cpus": os.cpu_count()} if os.cpu_count() else {}),
+        },
     )
     try:
         prof = default_profile_for(run, catalog)
