@@ -48,7 +48,6 @@ def _free_port() -> int:
     ("url", "said"),
     [
         ("mysql://root@127.0.0.1/results", "unsupported store URL scheme 'mysql'"),
-        ("results.sqlite", "not a store URL"),
         ("http://127.0.0.1/results", "unsupported store URL scheme 'http'"),
     ],
 )
@@ -60,6 +59,23 @@ def test_a_url_that_is_not_sqlite_or_postgresql_is_a_store_error(
     code, out, err = _cli(capsys, "runs", "--db", url)
     assert code == 5 and out == ""
     assert err.startswith("error: ") and said in err.splitlines()[0]
+
+
+def test_a_plain_file_path_is_a_sqlite_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--db results.sqlite` is what a newcomer types (issue 15): a relative or ~ path is a SQLite file."""
+    monkeypatch.chdir(tmp_path)
+    with open_store("results.sqlite") as store:
+        assert store.url == f"sqlite:///{tmp_path / 'results.sqlite'}"
+    assert (tmp_path / "results.sqlite").is_file()
+    code, out, _ = _cli(capsys, "runs", "--db", "results.sqlite", "--json")
+    assert code == 0 and out.strip() == "[]"
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with open_store("~/other.db") as store:
+        assert store.url.endswith(f"{tmp_path}/other.db")
+    with pytest.raises(StoreError, match="does not exist"):
+        open_store("missing/dir/results.sqlite")
 
 
 def test_a_sqlite_file_in_a_missing_directory_is_refused_and_nothing_is_created(tmp_path: Path) -> None:

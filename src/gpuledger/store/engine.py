@@ -65,18 +65,18 @@ def safe_url(url: URL) -> str:
 def resolve_url(url: str | None) -> tuple[URL, bool]:
     """``url`` > ``$GPULEDGER_DB`` > the default; returns the parsed URL and whether it is the default.
 
-    ``postgresql://`` and ``postgres://`` mean psycopg 3. Anything else than SQLite or PostgreSQL is a
-    StoreError.
+    ``postgresql://`` and ``postgres://`` mean psycopg 3; a plain file path (no ``scheme://``) is a SQLite
+    file. Anything else than SQLite or PostgreSQL is a StoreError.
     """
     text = (url or "").strip() or os.environ.get(DB_ENV, "").strip()
     is_default = not text
     if is_default:
         text = default_db_url()
     if "://" not in text:
-        raise StoreError(
-            f"not a store URL: {text!r}",
-            hint="use sqlite:///ABSOLUTE/PATH.sqlite or postgresql+psycopg://USER@HOST:PORT/DB",
-        )
+        # A plain path is a SQLite file (``--db results.sqlite``, ``--db ~/runs.db``).
+        if "\x00" in text or len(text) > 4096:
+            raise StoreError("not a store URL or file path", hint="use a path or sqlite:///PATH")
+        text = f"sqlite:///{Path(text).expanduser().resolve()}"
     try:
         parsed = sa.make_url(text)
     except sa_exc.ArgumentError as exc:
