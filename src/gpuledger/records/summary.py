@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gpuledger.quantity import Quantity
 from gpuledger.records.units import UnitInfo, Work, unit_info
+from gpuledger.records.validity import Verdict
 
 SCHEMA_KEY = "$schema"
 SCHEMA_VERSION = 2
@@ -73,6 +74,8 @@ class RunSummary(Strict):
     error_examples: list[ErrorExample] | None = None
     interrupted: Interruption | None = None
     aborted: str | None = None
+    # How far the figures can be trusted (``bench.validity.verdict``), stored by the run writer at finish.
+    verdict: Verdict | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
