@@ -6,6 +6,7 @@ import pytest
 
 from gpuledger.records import TelemetrySample
 from gpuledger.telemetry.base import DeviceInfo
+from gpuledger.telemetry.energy import audit_energy, integrate_window, interpolate
 from gpuledger.telemetry.sampler import (
     choose_energy,
     counter_delta,
@@ -102,11 +103,68 @@ def test_nothing_measured_gives_none_with_a_reason() -> None:
     assert result.energy_j is None and result.method is None and result.reason
 
 
-def test_gaps_longer_than_three_intervals_are_found_including_at_the_edges() -> None:
-    times = [0.0, 0.1, 0.2, 0.9, 1.0]
-    assert find_gaps(times, 0.0, 1.0, 0.1) == [(0.2, pytest.approx(0.7))]
-    assert find_gaps(times, 0.0, 1.5, 0.1) == [(0.2, pytest.approx(0.7)), (1.0, pytest.approx(0.5))]
-    assert find_gaps([0.0, 0.1, 0.2, 0.3], 0.0, 0.3, 0.1) == []
+def test_gaps_longer_than_the_limit_are_found_between_samples_that_bear_on_the_window() -> None:
+    times = [-1.0, 0.5, 1.0, 6.0, 7.0, 20.0]
+    assert find_gaps(times, 0.0, 7.0, 3.0) == [(1.0, pytest.approx(5.0))]
+    # the nearest sample beyond each edge counts (it brackets the edge); samples further out do not
+    assert find_gaps(times, 0.0, 8.0, 3.0) == [(1.0, pytest.approx(5.0)), (7.0, pytest.approx(13.0))]
+    assert find_gaps([0.0, 1.0, 2.0, 3.0], 0.0, 3.0, 3.0) == []
+
+
+def test_the_window_integral_interpolates_at_both_edges() -> None:
+    # 0 W -> 100 W linearly, sampled each second from t=-0.5: the window 0..10 s holds exactly 500 J
+    ramp = [(t - 0.5, 10.0 * (t - 0.5)) for t in range(12)]
+    assert integrate_window(ramp, 0.0, 10.0) == pytest.approx(500.0)
+    assert interpolate(ramp, 0.0) == pytest.approx(0.0) and interpolate(ramp, 10.0) == pytest.approx(100.0)
+
+
+def test_a_ramp_audited_over_its_window_is_valid_and_exact() -> None:
+    ramp = [(t - 0.5, 10.0 * (t - 0.5)) for t in range(12)]
+    audit = audit_energy(ramp, [], start=0.0, end=10.0)
+    assert audit.valid and audit.reasons == ()
+    assert audit.energy_j == pytest.approx(500.0) and audit.method == "integrated"
+    assert audit.mean_power_w == pytest.approx(50.0)
+
+
+def test_a_five_second_gap_is_gap_over_limit_and_keeps_the_figure() -> None:
+    power = [(float(t), 200.0) for t in (0, 1, 2, 7, 8, 9, 10)]
+    audit = audit_energy(power, [], start=0.0, end=10.0)
+    assert audit.reasons == ("gap_over_limit",) and not audit.valid
+    assert audit.details == ("no power sample for 5.00 s from t=2.00 s (limit 3 s)",)
+    assert audit.energy_j == pytest.approx(2000.0)  # the figure stays: an estimate, labelled by its reason
+
+
+def test_a_device_that_stops_early_does_not_cover_the_window() -> None:
+    power = [(t * 0.5, 300.0) for t in range(11)]  # 0..5 s of a 10 s window
+    audit = audit_energy(power, [], start=0.0, end=10.0, edge_tolerance_s=0.5)
+    assert audit.reasons == ("window_not_covered",)
+    assert audit.details == ("power samples cover t=0.00..5.00 s of the window t=0.00..10.00 s",)
+    assert audit.energy_j == pytest.approx(3000.0)  # the last reading held to the end
+
+
+def test_a_first_sample_within_the_edge_tolerance_covers_the_edge() -> None:
+    power = [(0.3 + t, 100.0) for t in range(10)]  # 0.3 .. 9.3 s, window 0 .. 9.6 s
+    audit = audit_energy(power, [], start=0.0, end=9.6, edge_tolerance_s=0.5)
+    assert audit.valid and audit.energy_j == pytest.approx(960.0)
+    assert not audit_energy(power, [], start=0.0, end=9.6, edge_tolerance_s=0.2).valid
+
+
+def test_a_counter_that_agrees_is_used_over_the_window() -> None:
+    power = [(t - 0.5, 250.0) for t in range(12)]
+    counter = [(t - 0.5, 1e6 + 250.0 * (t - 0.5)) for t in range(12)]
+    audit = audit_energy(power, counter, start=0.0, end=10.0)
+    assert audit.valid and audit.method == "counter" and audit.reason is None
+    assert audit.energy_j == pytest.approx(2500.0) and audit.integrated_j == pytest.approx(2500.0)
+
+
+def test_a_counter_disagreeing_by_more_than_5_percent_is_counter_mismatch() -> None:
+    power = [(float(t), 250.0) for t in range(11)]
+    counter = [(float(t), 1.08 * 250.0 * t) for t in range(11)]
+    audit = audit_energy(power, counter, start=0.0, end=10.0)
+    assert audit.reasons == ("counter_mismatch",)
+    assert audit.details == ("counter disagreed with integrated power by 8 %",)
+    assert audit.method == "integrated" and audit.energy_j == pytest.approx(2500.0)
+    assert audit.counter_j == pytest.approx(2700.0)
 
 
 def samples(device: str, t_values: list[float], metric: str, value: float, source: str = "nvml"
@@ -132,16 +190,26 @@ def test_summary_of_a_steady_gpu_window() -> None:
     contract_keys = {"device", "vendor", "name", "uuid", "index", "mean_util_ratio", "peak_util_ratio",
                      "peak_memory_bytes", "memory_total_bytes", "mean_power_w", "peak_power_w", "energy_j",
                      "energy_method", "energy_reason", "valid", "validity_reason", "samples", "interval_s",
-                     "sources", "unavailable"}
+                     "sources", "unavailable", "reasons", "assigned", "assigned_by",
+                     "gap_limit_s"}
     assert contract_keys <= set(d)
 
 
-def test_summary_marks_a_window_with_missing_samples_as_gap() -> None:
-    ts = [0.0, 0.1, 0.2, 0.3, 1.5, 1.6]
-    s = summarize_device(GPU, samples("nvidia:0", ts, "power_w", 100.0), window_start=0.0, window_end=1.6,
+def test_summary_marks_a_window_with_a_gap_over_the_limit() -> None:
+    ts = [0.0, 0.1, 0.2, 0.3, 3.5, 3.6]
+    s = summarize_device(GPU, samples("nvidia:0", ts, "power_w", 100.0), window_start=0.0, window_end=3.6,
                          interval_s=0.1)
-    assert s.valid is False
-    assert s.validity_reason is not None and s.validity_reason.startswith("gap: no samples for 1.20 s")
+    assert s.valid is False and s.reasons == ["gap_over_limit"]
+    assert s.validity_reason == "no power sample for 3.20 s from t=0.30 s (limit 3 s)"
+    shorter = summarize_device(GPU, samples("nvidia:0", [0.0, 0.1, 1.5, 1.6], "power_w", 100.0),
+                               window_start=0.0, window_end=1.6, interval_s=0.1)
+    assert shorter.valid  # 1.4 s without a sample is within the 3 s limit
+
+
+def test_summary_of_a_device_without_samples_is_device_missing() -> None:
+    s = summarize_device(GPU, samples("nvidia:1", [0.0, 1.0], "power_w", 100.0), window_start=0.0,
+                         window_end=1.0, interval_s=0.1)
+    assert s.reasons == ["device_missing"] and s.valid is False and s.energy_j is None
 
 
 def test_summary_without_power_says_why_energy_is_missing() -> None:

@@ -91,7 +91,8 @@ def test_gpu_lost_mid_window_keeps_the_other_gpu_and_marks_the_window(use_nvml: 
     assert lost.valid is False
     reason = lost.validity_reason or ""
     assert "GPU is lost (NVMLError_GpuIsLost)" in reason
-    assert "gap: no samples for 0.60 s from t=0.40 s" in reason
+    assert "power samples cover t=0.00..0.40 s of the window t=0.00..1.00 s" in reason
+    assert lost.reasons == ["device_error", "window_not_covered"]
     assert lost.samples == 5  # t = 0.0 .. 0.4
 
 

@@ -77,7 +77,9 @@ def test_sampler_on_a_thread_returns_samples_relative_to_t0(tmp_path: Path) -> N
     assert {s.source for s in samples} == {"rapl", "psutil"}
     (cpu,) = sampler.summaries()
     assert cpu.device == "cpu" and cpu.sources == ["psutil", "rapl"]
-    assert cpu.energy_method == "counter" and cpu.energy_j == pytest.approx(2.5)
+    # The counter's 2.5 J, carried to the window's edges (a few ms beyond its first and last read) at
+    # its own mean rate.
+    assert cpu.energy_method == "counter" and cpu.energy_j == pytest.approx(2.5, rel=0.01)
     assert cpu.mean_power_w is not None and cpu.mean_power_w > 0 and "power_w" not in cpu.unavailable
     assert (cpu.energy_reason or "").startswith("not validated: rapl reports energy only")
     assert cpu.samples >= 2

@@ -1,26 +1,55 @@
-"""The background sampler, the per-device window summary, and the energy maths (pure functions).
+"""The background sampler and the per-device window summary.
 
-Energy rule (DESIGN.md): the hardware counter when one exists AND its delta agrees with the trapezoid
-integral of sampled power within 5 %; otherwise the integral, with ``energy_reason`` saying why.
+The energy maths is :mod:`gpuledger.telemetry.energy` (the one computation for every source): the
+hardware counter when one covers the window AND agrees with the trapezoid integral of sampled power
+within 5 %; otherwise the integral, with ``energy_reason`` saying why; and the window's validity as
+stable reason codes (``reasons``).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from gpuledger.errors import UsageError
 from gpuledger.records import TelemetrySample
+from gpuledger.telemetry.assign import decide
 from gpuledger.telemetry.base import DeviceInfo, Reading, SourceError, SourceStatus, Vendor
+from gpuledger.telemetry.energy import (
+    COUNTER_TOLERANCE,
+    DEFAULT_GAP_LIMIT_S,
+    DEVICE_ERROR,
+    DEVICE_MISSING,
+    EnergyMethod,
+    EnergyResult,
+    audit_energy,
+    choose_energy,
+    counter_check,
+    counter_delta,
+    edge_tolerance,
+    find_gaps,
+    trapezoid_energy_j,
+)
 
-EnergyMethod = Literal["counter", "integrated"]
-
-COUNTER_TOLERANCE = 0.05  # counter accepted when within 5 % of integrated power
-GAP_INTERVALS = 3  # a device is "gap" when samples are missing for more than this many intervals
+__all__ = [
+    "COUNTER_TOLERANCE",
+    "BackgroundSampler",
+    "EnergyMethod",
+    "EnergyResult",
+    "Sampler",
+    "WindowSummary",
+    "choose_energy",
+    "counter_check",
+    "counter_delta",
+    "find_gaps",
+    "summarize_device",
+    "trapezoid_energy_j",
+]
 
 # What a summary reads per vendor: (utilisation, memory used, memory total).
 _UTIL_MEM: dict[Vendor, tuple[str, str, str]] = {
@@ -31,7 +60,14 @@ _UTIL_MEM: dict[Vendor, tuple[str, str, str]] = {
 
 
 class Sampler(Protocol):
-    """What every telemetry source offers (NVML, amdsmi, nvidia-smi, amd-smi, rocm-smi, RAPL, psutil)."""
+    """What every telemetry source offers (NVML, amdsmi, nvidia-smi, amd-smi, rocm-smi, RAPL, psutil, a
+    remote exporter, a Prometheus server).
+
+    Remote sources (``gpuledger.telemetry.remote``) also have ``remote = True``, ``own_thread`` (polled on
+    a thread of their own), ``final_read`` (read once more when the window ends), ``assigned_by(key)``
+    (what selected a device), ``expected_devices()`` (devices the selection names, present or not) and,
+    for a Prometheus server, ``after_window(start, end)`` (readings fetched once the window is over); the
+    sampler reads them with ``getattr`` so that local sources need none of them."""
 
     name: str
     vendor: Vendor
@@ -51,116 +87,16 @@ class Sampler(Protocol):
     def close(self) -> None: ...
 
 
-# --------------------------------------------------------------------------- energy maths (pure)
-
-
-def trapezoid_energy_j(times: Sequence[float], watts: Sequence[float]) -> float:
-    """Integral of power over time by the trapezoid rule: sum of (t[i+1]-t[i]) * (p[i]+p[i+1]) / 2."""
-    if len(times) != len(watts):
-        raise ValueError("times and watts differ in length")
-    total = 0.0
-    for i in range(1, len(times)):
-        dt = times[i] - times[i - 1]
-        if dt < 0:
-            raise ValueError("times must not decrease")
-        total += dt * (watts[i] + watts[i - 1]) / 2.0
-    return total
-
-
-def counter_delta(values: Sequence[float], wrap_at: float | None = None) -> float:
-    """Energy between the first and last counter reading. A decrease is a wraparound when ``wrap_at``
-    (the counter's range) is known, and the range is added back; otherwise it is an error
-    (``ValueError``), because a reset counter cannot be trusted."""
-    total = 0.0
-    for i in range(1, len(values)):
-        step = values[i] - values[i - 1]
-        if step < 0:
-            if wrap_at is None or wrap_at <= 0:
-                raise ValueError(f"counter went backwards ({values[i - 1]:g} -> {values[i]:g})")
-            step += wrap_at
-        total += step
-    return total
-
-
-def counter_check(counter_j: float, integrated_j: float, tolerance: float = COUNTER_TOLERANCE) -> str | None:
-    """None when a hardware counter's energy agrees with the integral of sampled power over the same
-    time (within ``tolerance``), else why it is not to be trusted."""
-    if integrated_j <= 0:
-        return None if counter_j == 0 else "counter disagreed with integrated power (integrated power is 0 J)"
-    disagreement = abs(counter_j - integrated_j) / integrated_j
-    if disagreement <= tolerance:
-        return None
-    return f"counter disagreed with integrated power by {disagreement * 100:.0f} %"
-
-
-@dataclass(frozen=True, slots=True)
-class EnergyResult:
-    energy_j: float | None
-    method: EnergyMethod | None
-    reason: str | None
-    integrated_j: float | None = None
-    counter_j: float | None = None
-
-
-def choose_energy(
-    power: Sequence[tuple[float, float]],
-    counter: Sequence[tuple[float, float]],
-    *,
-    tolerance: float = COUNTER_TOLERANCE,
-    wrap_at: float | None = None,
-    counter_only_reason: str = "not validated: no power readings to check the counter against",
-) -> EnergyResult:
-    """Pick the energy figure for one device from ``(t, W)`` power samples and ``(t, J)`` counter
-    readings (as read, monotonic apart from wraparound)."""
-    integrated = None
-    if len(power) >= 2:
-        integrated = trapezoid_energy_j([t for t, _ in power], [w for _, w in power])
-
-    if len(counter) < 2:
-        if integrated is None:
-            return EnergyResult(None, None, "no power or energy readings")
-        return EnergyResult(integrated, "integrated", "no counter", integrated, None)
-
-    values = [v for _, v in counter]
-    if all(v == 0 for v in values):
-        if integrated is None:
-            return EnergyResult(None, None, "counter stuck at 0 and no power readings", None, 0.0)
-        return EnergyResult(integrated, "integrated", "counter stuck at 0", integrated, 0.0)
-    try:
-        delta = counter_delta(values, wrap_at)
-    except ValueError as exc:
-        if integrated is None:
-            return EnergyResult(None, None, f"{exc} and no power readings")
-        return EnergyResult(integrated, "integrated", str(exc), integrated, None)
-
-    if integrated is None:
-        return EnergyResult(delta, "counter", counter_only_reason, None, delta)
-    problem = counter_check(delta, integrated, tolerance)
-    if problem is None:
-        return EnergyResult(delta, "counter", None, integrated, delta)
-    return EnergyResult(integrated, "integrated", problem, integrated, delta)
-
-
-def find_gaps(
-    times: Sequence[float], start: float, end: float, interval_s: float
-) -> list[tuple[float, float]]:
-    """Spans ``(from, length)`` longer than ``GAP_INTERVALS`` intervals with no sample, including
-    before the first and after the last sample of the window ``[start, end]``."""
-    limit = GAP_INTERVALS * interval_s
-    points = [start, *sorted(times), end] if times else [start, end]
-    gaps = []
-    for a, b in zip(points, points[1:], strict=False):
-        if b - a > limit + 1e-9:
-            gaps.append((a, b - a))
-    return gaps
-
-
 # --------------------------------------------------------------------------- window summary
 
 
 @dataclass(slots=True)
 class WindowSummary:
-    """One device over one sampling window. ``to_dict()`` is what ``RunInfo.telemetry_summary`` stores."""
+    """One device over one sampling window. ``to_dict()`` is what ``RunInfo.telemetry_summary`` stores.
+
+    ``valid`` is False when ``reasons`` holds a code (``gpuledger.telemetry.energy.REASON_CODES``);
+    ``validity_reason`` says it in words. ``assigned`` / ``assigned_by``: whether the run was assigned
+    this device and what said so (``gpuledger.telemetry.assign``), None when nothing did."""
 
     device: str
     vendor: Vendor
@@ -183,6 +119,12 @@ class WindowSummary:
     window_s: float
     sources: list[str] = field(default_factory=list)
     unavailable: dict[str, str] = field(default_factory=dict)
+    reasons: list[str] = field(default_factory=list)
+    gap_limit_s: float = DEFAULT_GAP_LIMIT_S
+    integrated_j: float | None = None
+    counter_j: float | None = None
+    assigned: bool | None = None
+    assigned_by: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -192,9 +134,11 @@ class WindowSummary:
             "memory_total_bytes": self.memory_total_bytes, "mean_power_w": self.mean_power_w,
             "peak_power_w": self.peak_power_w, "energy_j": self.energy_j,
             "energy_method": self.energy_method, "energy_reason": self.energy_reason,
-            "valid": self.valid, "validity_reason": self.validity_reason, "samples": self.samples,
-            "interval_s": self.interval_s, "window_s": self.window_s, "sources": list(self.sources),
-            "unavailable": dict(self.unavailable),
+            "valid": self.valid, "validity_reason": self.validity_reason, "reasons": list(self.reasons),
+            "samples": self.samples, "interval_s": self.interval_s, "window_s": self.window_s,
+            "gap_limit_s": self.gap_limit_s, "integrated_j": self.integrated_j, "counter_j": self.counter_j,
+            "sources": list(self.sources), "unavailable": dict(self.unavailable),
+            "assigned": self.assigned, "assigned_by": self.assigned_by,
         }
 
 
@@ -212,51 +156,39 @@ def summarize_device(
     unavailable: Mapping[str, str] | None = None,
     device_error: str | None = None,
     counter_only_reason: str | None = None,
+    gap_limit_s: float = DEFAULT_GAP_LIMIT_S,
+    edge_tolerance_s: float | None = None,
 ) -> WindowSummary:
-    """Summarise one device's samples (``t`` on the window's clock). Pure: a stored run can be
-    re-summarised from its samples."""
+    """Summarise one device's samples (``t`` on the window's clock) over ``[window_start, window_end]``
+    with the one energy computation (``energy.audit_energy``). Pure: a stored run can be re-summarised
+    from its samples. ``edge_tolerance_s`` defaults to ``energy.edge_tolerance(interval_s)``."""
     own = [s for s in samples if s.device == device.key]
+    tol = edge_tolerance(interval_s) if edge_tolerance_s is None else edge_tolerance_s
+    lo, hi = window_start - tol, window_end + tol
+    inside = [s for s in own if lo <= s.t <= hi]
     util_m, mem_m, total_m = _UTIL_MEM[device.vendor]
-    util = [v for _, v in _series(own, util_m)]
-    mem = [v for _, v in _series(own, mem_m)]
-    total = [v for _, v in _series(own, total_m)]
+    util = [v for _, v in _series(inside, util_m)]
+    mem = [v for _, v in _series(inside, mem_m)]
+    total = [v for _, v in _series(inside, total_m)]
     power = _series(own, "power_w")
     counter = _series(own, "energy_j")
 
+    kwargs: dict[str, Any] = {}
     if counter_only_reason:
-        energy = choose_energy(power, counter, counter_only_reason=counter_only_reason)
-    else:
-        energy = choose_energy(power, counter)
+        kwargs["counter_only_reason"] = counter_only_reason
+    audit = audit_energy(power, counter, start=window_start, end=window_end, gap_limit_s=gap_limit_s,
+                         edge_tolerance_s=tol, **kwargs)
 
-    mean_power = peak_power = None
-    if power:
-        watts = [w for _, w in power]
-        peak_power = max(watts)
-        span = power[-1][0] - power[0][0]
-        # Time-weighted mean when there is a span (samples may be unevenly spaced); else the value.
-        mean_power = trapezoid_energy_j([t for t, _ in power], watts) / span if span > 0 else watts[0]
-    elif energy.method == "counter" and len(counter) >= 2 and energy.energy_j is not None:
-        span = counter[-1][0] - counter[0][0]
-        if span > 0:
-            mean_power = energy.energy_j / span
-            pairs = zip(counter, counter[1:], strict=False)
-            steps = [(b[1] - a[1]) / (b[0] - a[0]) for a, b in pairs if b[0] > a[0]]
-            peak_power = max(steps) if steps else None
-
-    tick_times = sorted({s.t for s in own})
-    gaps = find_gaps(tick_times, window_start, window_end, interval_s)
-    reasons = []
+    codes: list[str] = []
+    details: list[str] = []
     if device_error:
-        reasons.append(device_error)
-    if gaps:
-        longest = max(gaps, key=lambda g: g[1])
-        more = f" ({len(gaps)} gaps)" if len(gaps) > 1 else ""
-        reasons.append(
-            f"gap: no samples for {longest[1]:.2f} s from t={longest[0]:.2f} s "
-            f"(> {GAP_INTERVALS} intervals of {interval_s:g} s){more}"
-        )
+        codes.append(DEVICE_ERROR)
+        details.append(device_error)
     if not own:
-        reasons.append("no samples")
+        codes.append(DEVICE_MISSING)
+        details.append("no samples")
+    codes.extend(audit.reasons)
+    details.extend(audit.details)
 
     present = {s.metric for s in own}
     missing = {m: why for m, why in (unavailable or {}).items() if m not in present}
@@ -264,14 +196,14 @@ def summarize_device(
     for metric, values in ((util_m, util), (mem_m, mem), (total_m, total)):
         if not values and metric not in missing:
             missing[metric] = "not reported by any source"
-    if mean_power is None and "power_w" not in missing:
+    if audit.mean_power_w is None and "power_w" not in missing:
         missing["power_w"] = "not reported by any source"
     if not counter and "energy_j" not in missing:
         missing["energy_j"] = "no energy counter"
 
-    energy_reason = energy.reason
-    if energy.energy_j is None and told:
-        energy_reason = f"{energy.reason} ({told})"
+    energy_reason = audit.reason
+    if audit.energy_j is None and told:
+        energy_reason = f"{audit.reason} ({told})"
 
     return WindowSummary(
         device=device.key, vendor=device.vendor, name=device.name, uuid=device.uuid, index=device.index,
@@ -279,15 +211,27 @@ def summarize_device(
         peak_util_ratio=max(util) if util else None,
         peak_memory_bytes=max(mem) if mem else None,
         memory_total_bytes=max(total) if total else None,
-        mean_power_w=mean_power, peak_power_w=peak_power,
-        energy_j=energy.energy_j, energy_method=energy.method, energy_reason=energy_reason,
-        valid=not reasons, validity_reason="; ".join(reasons) or None,
-        samples=len(tick_times), interval_s=interval_s, window_s=max(0.0, window_end - window_start),
-        sources=sorted({s.source for s in own}), unavailable=missing,
+        mean_power_w=audit.mean_power_w, peak_power_w=audit.peak_power_w,
+        energy_j=audit.energy_j, energy_method=audit.method, energy_reason=energy_reason,
+        valid=not codes, validity_reason="; ".join(details) or None,
+        samples=len({s.t for s in inside}), interval_s=interval_s,
+        window_s=max(0.0, window_end - window_start),
+        sources=sorted({s.source for s in own}), unavailable=missing, reasons=list(dict.fromkeys(codes)),
+        gap_limit_s=gap_limit_s, integrated_j=audit.integrated_j, counter_j=audit.counter_j,
     )
 
 
 # --------------------------------------------------------------------------- background sampler
+
+
+def _flag(source: Sampler, name: str) -> bool:
+    return bool(getattr(source, name, False))
+
+
+def _assigned_by(source: Sampler, key: str) -> str | None:
+    fn = getattr(source, "assigned_by", None)
+    by = fn(key) if callable(fn) else None
+    return by if isinstance(by, str) else None
 
 
 class BackgroundSampler:
@@ -295,22 +239,28 @@ class BackgroundSampler:
     (``max(interval_s, source.min_interval_s)``), and keeps the readings in memory.
 
     The fast sources (libraries, RAPL, psutil) share one thread; each slow source (a CLI, refreshed at
-    most once a second) gets its own, so a tool that takes seconds to answer never delays the others.
-    A slow tool's period stretches to the time it actually takes, and the summary says so
-    (``interval_s``). ``poll(now)`` is the unit of work; tests may call it directly.
+    most once a second) and each remote source gets its own, so a tool or a server that takes seconds to
+    answer never delays the others. A slow tool's period stretches to the time it actually takes, and the
+    summary says so (``interval_s``). ``poll(now)`` is the unit of work; tests may call it directly.
 
     A source raising :class:`SourceError` is dropped for the rest of the window with the error as its
-    reason; the other sources keep being sampled.
+    reason; the other sources keep being sampled. ``gap_limit_s`` is the energy computation's gap limit;
+    ``env`` (default ``os.environ``) is where ``CUDA_VISIBLE_DEVICES`` & co. are read (``assign``).
     """
 
     SLOW_S = 1.0  # sources with min_interval_s >= this get their own thread
 
-    def __init__(self, sources: Sequence[Sampler], interval_s: float = 0.1, t0: float | None = None) -> None:
+    def __init__(self, sources: Sequence[Sampler], interval_s: float = 0.1, t0: float | None = None, *,
+                 gap_limit_s: float = DEFAULT_GAP_LIMIT_S, env: Mapping[str, str] | None = None) -> None:
         if not interval_s > 0 or math.isinf(interval_s):
             raise UsageError(f"sampling interval must be a positive number of seconds, got {interval_s!r}")
+        if not gap_limit_s > 0 or math.isnan(gap_limit_s):
+            raise UsageError(f"gap limit must be a positive number of seconds, got {gap_limit_s!r}")
         self.sources = [s for s in sources if s.available]
         self.all_sources = list(sources)
         self.interval_s = float(interval_s)
+        self.gap_limit_s = float(gap_limit_s)
+        self.env: Mapping[str, str] = os.environ if env is None else env
         self.t0 = time.monotonic() if t0 is None else t0
         self._readings: list[Reading] = []
         self._due: dict[int, float] = {}
@@ -319,9 +269,8 @@ class BackgroundSampler:
         self._devices: dict[str, DeviceInfo] = {}
         self._device_source: dict[str, list[Sampler]] = {}
         for src in self.sources:
-            for dev in src.devices():
-                self._devices.setdefault(dev.key, dev)
-                self._device_source.setdefault(dev.key, []).append(src)
+            for dev in [*src.devices(), *getattr(src, "expected_devices", list)()]:
+                self._register(dev, src)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._crash: BaseException | None = None
@@ -329,8 +278,24 @@ class BackgroundSampler:
         self._start: float | None = None
         self._end: float | None = None
 
+    def _register(self, dev: DeviceInfo, src: Sampler) -> None:
+        self._devices.setdefault(dev.key, dev)
+        owners = self._device_source.setdefault(dev.key, [])
+        if src not in owners:
+            owners.append(src)
+
+    def _slow(self, source: Sampler) -> bool:
+        return source.min_interval_s >= self.SLOW_S or _flag(source, "own_thread")
+
     def period(self, source: Sampler) -> float:
         return max(self.interval_s, source.min_interval_s, self._cost.get(id(source), 0.0))
+
+    def _keep(self, src: Sampler, got: list[Reading]) -> None:
+        with self._lock:
+            self._readings.extend(got)
+            for r in got:
+                if r.device.key not in self._devices or src not in self._device_source.get(r.device.key, []):
+                    self._register(r.device, src)
 
     def poll(self, now: float, sources: Sequence[Sampler] | None = None) -> None:
         """Read every source (of ``sources``, default all) that is due at ``now``."""
@@ -348,10 +313,9 @@ class BackgroundSampler:
             except SourceError as exc:
                 self._failed[src.name] = f"{src.name} failed at t={now - self.t0:.2f} s: {exc.message}"
                 continue
-            if src.min_interval_s >= self.SLOW_S:
+            if self._slow(src):
                 self._cost[id(src)] = max(self._cost.get(id(src), 0.0), time.monotonic() - began)
-            with self._lock:
-                self._readings.extend(got)
+            self._keep(src, got)
             step = self.period(src)
             nxt = due + step
             self._due[id(src)] = nxt if nxt > now else now + step
@@ -370,8 +334,8 @@ class BackgroundSampler:
     def start(self) -> BackgroundSampler:
         if self._threads:
             raise RuntimeError("sampler already started")
-        fast = [s for s in self.sources if s.min_interval_s < self.SLOW_S]
-        groups = ([fast] if fast else []) + [[s] for s in self.sources if s.min_interval_s >= self.SLOW_S]
+        fast = [s for s in self.sources if not self._slow(s)]
+        groups = ([fast] if fast else []) + [[s] for s in self.sources if self._slow(s)]
         self._start = time.monotonic()
         for i, group in enumerate(groups):
             t = threading.Thread(target=self._run, args=(group,), name=f"gpuledger-telemetry-{i}",
@@ -381,8 +345,9 @@ class BackgroundSampler:
         return self
 
     def stop(self) -> list[TelemetrySample]:
-        """Stop the threads, take a last reading of the fast sources (so the window's end is covered),
-        and return every sample with ``t`` relative to ``t0``."""
+        """Stop the threads, take a last reading of the fast sources and of the remote ones (so the
+        window's end is covered), fetch what the sources that read after the window have (a Prometheus
+        server), and return every sample with ``t`` relative to ``t0``."""
         if self._threads:
             self._stop.set()
             for t in self._threads:
@@ -391,11 +356,21 @@ class BackgroundSampler:
             if self._crash is not None:
                 raise self._crash
             end = time.monotonic()
-            fast = [s for s in self.sources if s.min_interval_s < self.SLOW_S and s.name not in self._failed]
-            for src in fast:
+            last = [s for s in self.sources
+                    if (not self._slow(s) or _flag(s, "final_read")) and s.name not in self._failed]
+            for src in last:
                 self._due[id(src)] = end
-            self.poll(end, fast)
+            self.poll(end, last)
             self._end = end
+            start = self._start if self._start is not None else self.t0
+            for src in self.sources:
+                after = getattr(src, "after_window", None)
+                if after is None or src.name in self._failed:
+                    continue
+                try:
+                    self._keep(src, after(start, end))
+                except SourceError as exc:
+                    self._failed[src.name] = f"{src.name} failed after the window: {exc.message}"
         return self.samples()
 
     def samples(self) -> list[TelemetrySample]:
@@ -414,8 +389,21 @@ class BackgroundSampler:
             for src in self.all_sources
         ]
 
+    def _assignments(self) -> dict[str, tuple[bool, str]]:
+        remote: dict[str, str] = {}
+        local: list[DeviceInfo] = []
+        for key, dev in self._devices.items():
+            owners = self._device_source[key]
+            by = next((_assigned_by(s, key) for s in owners if _flag(s, "remote")), None)
+            if by is not None:
+                remote[key] = by
+            elif not any(_flag(s, "remote") for s in owners):
+                local.append(dev)
+        return {k: (a.assigned, a.by) for k, a in decide(local, remote, self.env).items()}
+
     def summaries(self, window_end: float | None = None) -> list[WindowSummary]:
-        """One :class:`WindowSummary` per device seen by an available source."""
+        """One :class:`WindowSummary` per device seen by an available source (and per device a remote
+        selection names, seen or not), with what the run was assigned."""
         samples = self.samples()
         start = (self._start if self._start is not None else self.t0) - self.t0
         end_abs = window_end if window_end is not None else self._end
@@ -425,8 +413,9 @@ class BackgroundSampler:
             for s in self.all_sources
             if s.vendor == "cpu" and "energy_j" in s.provides and not s.available
         }
+        assignments = self._assignments()
         out = []
-        for key, dev in self._devices.items():
+        for key, dev in list(self._devices.items()):
             srcs = self._device_source[key]
             unavailable: dict[str, str] = {}
             errors = []
@@ -450,11 +439,12 @@ class BackgroundSampler:
                     "power is derived from the counter"
                 )
             interval = max([self.period(s) for s in srcs], default=self.interval_s)
-            out.append(
-                summarize_device(
-                    dev, samples, window_start=start, window_end=end, interval_s=interval,
-                    unavailable=unavailable, device_error="; ".join(errors) or None,
-                    counter_only_reason=counter_only,
-                )
+            summary = summarize_device(
+                dev, samples, window_start=start, window_end=end, interval_s=interval,
+                unavailable=unavailable, device_error="; ".join(errors) or None,
+                counter_only_reason=counter_only, gap_limit_s=self.gap_limit_s,
             )
+            if key in assignments:
+                summary.assigned, summary.assigned_by = assignments[key]
+            out.append(summary)
         return out
