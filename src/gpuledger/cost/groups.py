@@ -5,7 +5,7 @@ workload record holds ``repeat = {"group": "g-…", "index": i, "of": N}`` (``RE
 line a group is named by its id (``g-`` and 8 characters, or an unambiguous prefix of them): ``gpuledger cost
 g-abcd2345``, ``gpuledger compare g-abcd2345 g-efgh6789``; a run id still names one run.
 
-Method (docs/cost.md, "Repeats"):
+Method (docs/bench.md, "Repeats"):
 
 - Mean of a figure over the group's runs with a Student-t interval: mean ± t(0.975, n − 1) · s / √n, s the
   sample standard deviation (n − 1); the coefficient of variation is s / mean. The runs are taken as

@@ -1,0 +1,78 @@
+"""A run's validity verdict as the renderers show it: first, before the figures it judges.
+
+``verdict_fact`` and ``verdict_why`` put it into an answer block (the verdict in words, the worst checks
+among the why lines); ``verdict_answer`` is the block on its own (``bench``, ``show``); ``verdict_table``
+lists every check with its figure, rule and why, and the rules that could not be applied with the reason.
+The checks themselves are ``gpuledger.bench.validity``'s.
+"""
+
+from __future__ import annotations
+
+from gpuledger.records.validity import Check, Verdict
+from gpuledger.report import fmt
+from gpuledger.report.model import Answer, Table
+
+# The worst checks an answer block shows among its "why" lines.
+WORST_SHOWN = 2
+_PERCENT_UNITS = ("CV", "relative change", "hit ratio (server)")
+
+
+def figure_text(c: Check) -> str:
+    """The check's figure with its unit: ``97 % of one core``, ``5 requests``, ``12 ms``."""
+    if c.figure is None:
+        return fmt.MISSING
+    if c.unit.startswith("share of "):
+        return f"{c.figure * 100:.0f} % of {c.unit.removeprefix('share of ')}"
+    if c.unit in _PERCENT_UNITS:
+        return f"{c.figure * 100:.0f} % ({c.unit})"
+    return f"{fmt.num(c.figure)} {c.unit}".rstrip()
+
+
+def check_line(c: Check) -> str:
+    """``"validity: client_bound FAIL (97 % of one core): the client used ..."``."""
+    where = f", stage {c.stage}" if c.stage else ""
+    return f"validity: {c.name} {c.status.upper()} ({figure_text(c)}{where}): {c.why}"
+
+
+def verdict_fact(v: Verdict | None) -> tuple[str, str]:
+    if v is None:
+        return ("validity", "not judged — the run has no summary")
+    return ("validity", v.headline())
+
+
+def verdict_why(v: Verdict | None, n: int = WORST_SHOWN) -> list[str]:
+    """The ``n`` worst checks that warned or failed, each in one line."""
+    return [check_line(c) for c in v.worst(n)] if v is not None else []
+
+
+def verdict_answer(v: Verdict, title: str) -> Answer:
+    """The verdict as an answer block: every check that warned or failed (figure and why), the names of
+    those that passed, and the rules not applied."""
+    facts: list[tuple[str, str]] = [
+        (c.name, f"{c.status.upper()} — {figure_text(c)}: {c.why}") for c in v.problems()
+    ]
+    passed = [c.name for c in v.checks if c.status == "pass"]
+    if passed:
+        facts.append(("passed", ", ".join(passed)))
+    if v.not_checked:
+        facts.append(("not checked", "; ".join(f"{n.name} ({n.why})" for n in v.not_checked)))
+    return Answer(title=title, headline=v.headline(), facts=tuple(facts))
+
+
+def verdict_table(v: Verdict, name: str) -> Table:
+    rows: list[tuple[str, ...]] = [
+        (c.name, c.status, figure_text(c), c.rule, (f"stage {c.stage}: " if c.stage else "") + c.why)
+        for c in sorted(v.checks, key=lambda c: -c.severity)
+    ]
+    rows += [(n.name, "not checked", fmt.MISSING, "", n.why) for n in v.not_checked]
+    return Table(
+        key="validity",
+        title=f"Validity of {name}: {v.headline()}",
+        columns=("check", "status", "figure", "rule", "why"),
+        rows=tuple(rows),
+        provenance="Rules and thresholds: docs/bench.md, 'Validity verdict' (gpuledger.bench.validity).",
+        align_numbers=False,
+    )
+
+
+__all__ = ["check_line", "figure_text", "verdict_answer", "verdict_fact", "verdict_table", "verdict_why"]
