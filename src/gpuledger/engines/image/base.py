@@ -130,10 +130,20 @@ class ImageEngine(Protocol):
     async def close(self) -> None: ...
 
 
-def request_for(index: int, *, seed: int, steps: int | None, height: int | None, width: int | None,
-                batch_size: int, guidance: float | None, prompt: str | None = None,
-                negative_prompt: str | None = None, stage: str = "", keep_thumbnail: bool = False
-                ) -> ImageRequest:
+def request_for(
+    index: int,
+    *,
+    seed: int,
+    steps: int | None,
+    height: int | None,
+    width: int | None,
+    batch_size: int,
+    guidance: float | None,
+    prompt: str | None = None,
+    negative_prompt: str | None = None,
+    stage: str = "",
+    keep_thumbnail: bool = False,
+) -> ImageRequest:
     """The ``index``-th request of a run: its own seed (``seed + index × batch``) and, without a prompt
     given, the built-in prompts in turn."""
     return ImageRequest(

@@ -112,6 +112,7 @@ def dummy_pipeline(model: str) -> DummyPipeline:
     if name not in known:
         raise UsageError(
             f"--model {model}: no built-in image pipeline {name!r} (choose "
-            + ", ".join(f"{DUMMY_PREFIX}{n}" for n in known) + ", or give a diffusers folder)"
+            + ", ".join(f"{DUMMY_PREFIX}{n}" for n in known)
+            + ", or give a diffusers folder)"
         )
     return known[name]

@@ -64,7 +64,9 @@ SCHEDULERS: dict[str, str] = {
     "unipc": "UniPCMultistepScheduler",
     "flow_euler": "FlowMatchEulerDiscreteScheduler",
 }
-CPU_MEMORY_NOTE = "peak device memory: not measured on the CPU (no device memory; the run's RSS is the client's)"
+CPU_MEMORY_NOTE = (
+    "peak device memory: not measured on the CPU (no device memory; the run's RSS is the client's)"
+)
 
 
 class _Recorder:
@@ -112,14 +114,22 @@ class DiffusersEngine:
         params = self._parameters_before_loading()
         height, width = self._size()
         if params is not None:
-            est = estimate_memory(params, self.dtype, self.spec.images_per_request(), height, width,
-                                  device.free_memory_bytes, device.memory_source)
+            est = estimate_memory(
+                params,
+                self.dtype,
+                self.spec.images_per_request(),
+                height,
+                width,
+                device.free_memory_bytes,
+                device.memory_source,
+            )
             self.memory_estimate = est.total_bytes
             if not est.fits:
                 where = "RAM" if device.type == "cpu" else "GPU memory"
                 raise ResourceError(
                     f"{self.model} ({fmt_params(params)} params, {self.dtype}) at {width}×{height}, batch "
-                    f"{self.spec.images_per_request()} does not fit in the {where} of {device.name}: {est.text()}",
+                    f"{self.spec.images_per_request()} does not fit in the {where} of {device.name}: "
+                    f"{est.text()}",
                     hint="choose a smaller --model, --height/--width or --batch-size, a 16-bit --dtype on a "
                     "GPU, or a device with more memory",
                 )
@@ -158,8 +168,13 @@ class DiffusersEngine:
         if device is not None:
             out["device"] = device.to_dict()
         if built is not None:
-            out.update(pipeline=built.pipeline_class, parameters=built.parameters, components=built.components,
-                       scheduler=type(built.pipe.scheduler).__name__, attention=self.attention)
+            out.update(
+                pipeline=built.pipeline_class,
+                parameters=built.parameters,
+                components=built.components,
+                scheduler=type(built.pipe.scheduler).__name__,
+                attention=self.attention,
+            )
         if self.memory_estimate is not None:
             out["memory_estimate_bytes"] = self.memory_estimate
         return out
@@ -169,21 +184,23 @@ class DiffusersEngine:
         built = self._built()
         height, width = self._size()
         d = self._defaults
-        return spec.model_copy(update={
-            "device": self.device.torch_device if self.device else spec.device,
-            "dtype": self.dtype,
-            "pipeline": built.pipeline_class,
-            "parameters": built.parameters,
-            "components": built.components,
-            "memory_estimate_bytes": self.memory_estimate,
-            "memory_free_bytes": self.device.free_memory_bytes if self.device else None,
-            "attention": self.attention,
-            "scheduler": type(built.pipe.scheduler).__name__,
-            "height": height,
-            "width": width,
-            "steps": spec.steps or d.get("steps"),
-            "guidance": spec.guidance if spec.guidance is not None else d.get("guidance"),
-        })
+        return spec.model_copy(
+            update={
+                "device": self.device.torch_device if self.device else spec.device,
+                "dtype": self.dtype,
+                "pipeline": built.pipeline_class,
+                "parameters": built.parameters,
+                "components": built.components,
+                "memory_estimate_bytes": self.memory_estimate,
+                "memory_free_bytes": self.device.free_memory_bytes if self.device else None,
+                "attention": self.attention,
+                "scheduler": type(built.pipe.scheduler).__name__,
+                "height": height,
+                "width": width,
+                "steps": spec.steps or d.get("steps"),
+                "guidance": spec.guidance if spec.guidance is not None else d.get("guidance"),
+            }
+        )
 
     def client_note(self) -> str:
         return "the diffusers pipeline runs in this process: its CPU time is the model's computation"
@@ -211,8 +228,9 @@ class DiffusersEngine:
         pipe = self._built().pipe
         encode, decode = pipe.encode_prompt, pipe.vae.decode
 
-        def timed(fn: Callable[..., Any], into: Callable[[_Recorder], list[tuple[float, float]]]
-                  ) -> Callable[..., Any]:
+        def timed(
+            fn: Callable[..., Any], into: Callable[[_Recorder], list[tuple[float, float]]]
+        ) -> Callable[..., Any]:
             def wrapper(*args: Any, **kwargs: Any) -> Any:
                 self._sync()
                 t = time.perf_counter()
@@ -221,6 +239,7 @@ class DiffusersEngine:
                 if self._rec is not None:
                     into(self._rec).append((t, time.perf_counter()))
                 return out
+
             return wrapper
 
         pipe.encode_prompt = timed(encode, lambda r: r.encode)
@@ -243,13 +262,14 @@ class DiffusersEngine:
         diffusers = import_diffusers()
         cls = getattr(diffusers, cls_name, None)
         if cls is None or not cls_name.endswith("Scheduler"):
-            raise UsageError(f"--scheduler {name}: not a diffusers scheduler (choose {', '.join(SCHEDULERS)} "
-                             "or a diffusers class name)")
+            raise UsageError(
+                f"--scheduler {name}: not a diffusers scheduler (choose {', '.join(SCHEDULERS)} "
+                "or a diffusers class name)"
+            )
         current = type(pipe.scheduler)
         allowed = {current.__name__} | {c.__name__ for c in getattr(pipe.scheduler, "compatibles", [])}
         if cls_name not in allowed:
-            raise UsageError(f"--scheduler {name}: {type(pipe).__name__} takes "
-                             + ", ".join(sorted(allowed)))
+            raise UsageError(f"--scheduler {name}: {type(pipe).__name__} takes " + ", ".join(sorted(allowed)))
         pipe.scheduler = cls.from_config(pipe.scheduler.config)
 
     # -- one request -----------------------------------------------------------------------------
@@ -283,7 +303,9 @@ class DiffusersEngine:
             "height": height,
             "width": width,
             "num_images_per_prompt": req.batch_size,
-            "generator": [torch.Generator(gen_device).manual_seed(req.seed + i) for i in range(req.batch_size)],
+            "generator": [
+                torch.Generator(gen_device).manual_seed(req.seed + i) for i in range(req.batch_size)
+            ],
             "output_type": "pil",
         }
         guidance = req.guidance if req.guidance is not None else self._defaults.get("guidance")
@@ -325,9 +347,18 @@ class DiffusersEngine:
                 error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:500]
             self._sync()
             t_end = time.perf_counter()
-        result = ImageResult(index=req.index, t_send=t_send, t_end=t_end, engine=self.name, stage=req.stage,
-                             width=kwargs["width"], height=kwargs["height"], step_end=list(rec.steps),
-                             steps=len(rec.steps), error=error)
+        result = ImageResult(
+            index=req.index,
+            t_send=t_send,
+            t_end=t_end,
+            engine=self.name,
+            stage=req.stage,
+            width=kwargs["width"],
+            height=kwargs["height"],
+            step_end=list(rec.steps),
+            steps=len(rec.steps),
+            error=error,
+        )
         if rec.encode:
             result.text_encode_s = sum(b - a for a, b in rec.encode)
         if rec.steps:

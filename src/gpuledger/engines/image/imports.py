@@ -13,7 +13,9 @@ from typing import Any
 from gpuledger.engines.torch.imports import import_torch, import_transformers
 from gpuledger.errors import MissingDependencyError
 
-INSTALL_HINT = "pip install 'gpuledger[image]' (diffusers, accelerate, Pillow; install torch for your GPU first)"
+INSTALL_HINT = (
+    "pip install 'gpuledger[image]' (diffusers, accelerate, Pillow; install torch for your GPU first)"
+)
 
 __all__ = ["INSTALL_HINT", "diffusers_version", "import_diffusers", "import_torch", "import_transformers"]
 

@@ -26,8 +26,10 @@ OVERHEAD_BYTES = 512 * 1024**2
 
 def _bytes_to_unicode() -> dict[int, str]:
     """GPT-2/CLIP's byte-level alphabet: every byte maps to a printable character."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(
-        range(ord("®"), ord("ÿ") + 1)
+    bs = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
     )
     cs = bs[:]
     extra = 0
@@ -59,11 +61,19 @@ def t5_tokenizer(transformers: Any, max_length: int) -> Any:
     appended like the real one."""
     tokenizers = __import__("tokenizers")
     words = ["<pad>", "</s>", "<unk>"] + [chr(c) for c in range(32, 127)]
-    tk = tokenizers.Tokenizer(tokenizers.models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    tk = tokenizers.Tokenizer(
+        tokenizers.models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>")
+    )
     tk.pre_tokenizer = tokenizers.pre_tokenizers.Split("", "isolated")
-    tk.post_processor = tokenizers.processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
+    tk.post_processor = tokenizers.processors.TemplateProcessing(
+        single="$A </s>", special_tokens=[("</s>", 1)]
+    )
     return transformers.T5TokenizerFast(
-        tokenizer_object=tk, eos_token="</s>", pad_token="<pad>", unk_token="<unk>", model_max_length=max_length
+        tokenizer_object=tk,
+        eos_token="</s>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+        model_max_length=max_length,
     )
 
 
@@ -128,8 +138,9 @@ def build_dummy(spec: DummyPipeline, dtype: Any, device: str) -> BuiltPipeline:
     except TypeError as exc:
         raise InvalidInputError(f"{spec.pipeline} cannot be made from the dummy components: {exc}") from exc
     pipe.set_progress_bar_config(disable=True)
-    return BuiltPipeline(pipe, spec.pipeline, counts, sum(counts.values()), sched.class_name,
-                         spec.defaults.max_sequence_length)
+    return BuiltPipeline(
+        pipe, spec.pipeline, counts, sum(counts.values()), sched.class_name, spec.defaults.max_sequence_length
+    )
 
 
 def _tokenizer(transformers: Any, tok: TokenizerComponent, workdir: Path) -> Any:
@@ -145,19 +156,24 @@ def load_folder(path: Path, dtype: Any, device: str) -> BuiltPipeline:
         raise InvalidInputError(f"--model {path}: not a diffusers folder (no model_index.json)")
     diffusers = import_diffusers()
     try:
-        pipe = diffusers.DiffusionPipeline.from_pretrained(str(path), torch_dtype=dtype, local_files_only=True)
+        pipe = diffusers.DiffusionPipeline.from_pretrained(
+            str(path), torch_dtype=dtype, local_files_only=True
+        )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise EngineError(f"--model {path}: diffusers could not load it: {str(exc).splitlines()[0]}") from exc
     except ImportError as exc:
-        raise MissingDependencyError(f"--model {path} needs a library diffusers could not import: {exc}") from exc
+        raise MissingDependencyError(
+            f"--model {path} needs a library diffusers could not import: {exc}"
+        ) from exc
     pipe.to(device)
     pipe.set_progress_bar_config(disable=True)
     counts: dict[str, int] = {}
     for name, comp in pipe.components.items():
         if hasattr(comp, "parameters") and callable(comp.parameters):
             counts[name] = int(sum(p.numel() for p in comp.parameters()))
-    return BuiltPipeline(pipe, type(pipe).__name__, counts, sum(counts.values()),
-                         type(pipe.scheduler).__name__, None)
+    return BuiltPipeline(
+        pipe, type(pipe).__name__, counts, sum(counts.values()), type(pipe.scheduler).__name__, None
+    )
 
 
 def folder_parameters(path: Path) -> dict[str, int] | None:
@@ -206,14 +222,15 @@ class ImageMemoryEstimate:
         gib = 1024**3
         avail = "unknown" if self.available_bytes is None else f"{self.available_bytes / gib:.2f} GiB"
         return (
-            f"needs ~{self.total_bytes / gib:.2f} GiB (weights {self.weights_bytes / gib:.2f} + activations "
-            f"{self.activations_bytes / gib:.2f} + overhead {self.overhead_bytes / gib:.2f}), {avail} available "
-            f"({self.source})"
+            f"needs ~{self.total_bytes / gib:.2f} GiB (weights {self.weights_bytes / gib:.2f} + "
+            f"activations {self.activations_bytes / gib:.2f} + overhead {self.overhead_bytes / gib:.2f}), "
+            f"{avail} available ({self.source})"
         )
 
 
-def estimate_memory(parameters: int, dtype: str, batch_size: int, height: int, width: int,
-                    available: int | None, source: str) -> ImageMemoryEstimate:
+def estimate_memory(
+    parameters: int, dtype: str, batch_size: int, height: int, width: int, available: int | None, source: str
+) -> ImageMemoryEstimate:
     """weights = parameters × bytes/element; activations = batch × height × width × 128 channels × 6 live maps
     × bytes (the VAE decoder's full-resolution feature maps, the usual peak); overhead = 5 % of the weights +
     512 MiB (allocator slack, runtime)."""

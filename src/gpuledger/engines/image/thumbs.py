@@ -42,8 +42,9 @@ def thumbnail_of(image: Any, request: int) -> Thumbnail | None:
     if len(data) > MAX_THUMBNAIL_CHARS:
         return None
     w, h = (int(v) for v in small.size)
-    return Thumbnail(request=request, width=w, height=h, source_width=src_w, source_height=src_h,
-                     png_base64=data)
+    return Thumbnail(
+        request=request, width=w, height=h, source_width=src_w, source_height=src_h, png_base64=data
+    )
 
 
 def thumbnail_of_bytes(blob: bytes, request: int) -> tuple[Thumbnail | None, str | None]:
@@ -52,7 +53,10 @@ def thumbnail_of_bytes(blob: bytes, request: int) -> tuple[Thumbnail | None, str
     if pil is None:
         return None, NO_PILLOW
     if len(blob) > MAX_SOURCE_BYTES:
-        return None, f"an image of {len(blob)} bytes was not decoded for a thumbnail (over {MAX_SOURCE_BYTES})"
+        return (
+            None,
+            f"an image of {len(blob)} bytes was not decoded for a thumbnail (over {MAX_SOURCE_BYTES})",
+        )
     errors = importlib.import_module("PIL")
     try:
         with pil.open(io.BytesIO(blob)) as img:
@@ -75,8 +79,8 @@ def image_size(blob: bytes) -> tuple[int, int] | None:
             if blob[i] != 0xFF:
                 return None
             marker = blob[i + 1]
-            length = int.from_bytes(blob[i + 2:i + 4], "big")
+            length = int.from_bytes(blob[i + 2 : i + 4], "big")
             if marker in (0xC0, 0xC1, 0xC2):
-                return int.from_bytes(blob[i + 7:i + 9], "big"), int.from_bytes(blob[i + 5:i + 7], "big")
+                return int.from_bytes(blob[i + 7 : i + 9], "big"), int.from_bytes(blob[i + 5 : i + 7], "big")
             i += 2 + length
     return None

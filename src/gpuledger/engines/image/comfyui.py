@@ -1,0 +1,550 @@
+"""``--engine comfyui``: the user's ComfyUI workflow (API format) queued on a ComfyUI server.
+
+The protocol, as ComfyUI's ``server.py`` and ``execution.py`` speak it:
+
+- ``GET /system_stats``: ``{"system": {"comfyui_version", "pytorch_version", ...}, "devices": [...]}``;
+- ``GET /ws?clientId=ID``: a websocket; the server first sends ``status`` (with ``sid``), then, for the
+  prompts queued with that ``client_id``: ``execution_start``, ``execution_cached`` (``nodes`` reused from
+  its cache), ``executing`` (``node``: the node starting; ``null`` when the prompt is done), ``progress``
+  (``value``/``max``: a sampler's steps), ``executed`` (``output``: a node's results, ``images`` for
+  SaveImage/PreviewImage), ``execution_success`` or ``execution_error`` / ``execution_interrupted``. Every
+  message of a prompt carries its ``prompt_id``; binary messages are previews and are skipped;
+- ``POST /prompt`` ``{"prompt": WORKFLOW, "client_id": ID}`` -> ``{"prompt_id", "number", "node_errors"}``,
+  or 400 ``{"error": {...}, "node_errors": {...}}`` when the workflow does not validate;
+- ``GET /history/{prompt_id}``: ``{prompt_id: {"outputs", "status": {"status_str", "completed",
+  "messages": [[type, {..., "timestamp": ms}], ...]}}}`` once it has run; ``GET /view?filename=&subfolder=
+  &type=`` an output file; ``POST /interrupt`` ``{"prompt_id"}`` stops a running prompt.
+
+Per request (one queued prompt): queue wait = ``execution_start`` received − prompt sent; execution =
+``execution_success`` received − ``execution_start`` received; each node's time = from its ``executing`` to
+the next boundary (the next node, or the end); steps = the ``progress`` messages (their arrival times are the
+record's chunk times); denoising = the time of the nodes that reported progress; images = the entries of
+``images`` in the outputs (type ``output``, else ``temp``). Concurrency = prompts in flight (ComfyUI runs one
+at a time; the others wait in its queue, which the queue wait shows).
+
+When the websocket drops, the engine reconnects with the same client id and, meanwhile, follows the prompts
+in flight through ``/history``: their end is when history showed them done (an upper bound), their queue
+wait and execution come from history's own timestamps, and their per-node times are missing (said in the
+record's notes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from gpuledger.engines.base import CANNOT_CONNECT, ServerInfo
+from gpuledger.engines.image.base import ImageRequest, ImageResult
+from gpuledger.engines.image.thumbs import thumbnail_of_bytes
+from gpuledger.engines.image.workflow import OUTPUT_IMAGE_KEYS, Patched, Workflow, patch
+from gpuledger.errors import EngineError
+from gpuledger.records.image import ImageSpec, NodeTime
+from gpuledger.urls import redact_url
+
+MAX_WS_MESSAGE = 16 * 1024**2
+MAX_JSON_BYTES = 32 * 1024**2
+MAX_VIEW_BYTES = 64 * 1024**2
+HISTORY_POLL_S = 0.25
+SAFETY_POLL_S = 5.0
+RECONNECT_TRIES = 5
+WS_DROPPED_NOTE = (
+    "the websocket dropped while this prompt ran: its end is when /history showed it done (an upper bound), "
+    "its queue wait and execution are ComfyUI's own timestamps, its per-node times are missing"
+)
+
+
+@dataclass(slots=True)
+class _Track:
+    """What the websocket said about one prompt so far (perf_counter times)."""
+
+    t_send: float
+    t_start: float | None = None
+    t_end: float | None = None
+    current: str | None = None
+    current_since: float | None = None
+    nodes: list[NodeTime] = field(default_factory=list)
+    progress_nodes: set[str] = field(default_factory=set)
+    steps: list[float] = field(default_factory=list)
+    outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    error: str | None = None
+    error_node: str | None = None
+    ws_lost: bool = False
+    # (created, execution_start, end) from /history, server clock, seconds
+    history: tuple[float | None, float | None, float | None] | None = None
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def close_node(self, now: float, classes: dict[str, str | None]) -> None:
+        if self.current is not None and self.current_since is not None:
+            self.nodes.append(
+                NodeTime(
+                    node=self.current,
+                    class_type=classes.get(self.current),
+                    seconds=max(now - self.current_since, 0.0),
+                )
+            )
+        self.current, self.current_since = None, None
+
+
+def _str(value: Any, limit: int = 500) -> str:
+    return str(value)[:limit]
+
+
+class ComfyUIEngine:
+    """See the module docstring."""
+
+    name = "comfyui"
+
+    def __init__(
+        self,
+        spec: ImageSpec,
+        workflow: Workflow,
+        *,
+        request_timeout_s: float = 600.0,
+        api_key: str | None = None,
+    ) -> None:
+        self.spec = spec
+        self.workflow = workflow
+        self.base_url = str(spec.base_url or "http://127.0.0.1:8188").rstrip("/")
+        self.display_url = redact_url(self.base_url)
+        self.model = spec.model or workflow.path
+        self.request_timeout_s = request_timeout_s
+        self.api_key = api_key
+        self.client_id = uuid.uuid4().hex
+        self.chunks_seen = 0
+        self.reconnects = 0
+        self.applied: list[str] = []
+        self.unplaced: list[str] = []
+        self._session: aiohttp.ClientSession | None = None
+        self._ws: aiohttp.ClientWebSocketResponse | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._tracks: dict[str, _Track] = {}
+        self._ws_up = asyncio.Event()
+        self._closing = False
+        self._system: dict[str, Any] = {}
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    async def open(self, concurrency: int | None) -> ServerInfo:
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else None
+        self._session = aiohttp.ClientSession(headers=headers, timeout=aiohttp.ClientTimeout(total=None))
+        try:
+            stats = await self._get_json("/system_stats", timeout=10.0)
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            await self.close()
+            raise EngineError(
+                f"{CANNOT_CONNECT} to ComfyUI at {self.display_url}: {_str(exc, 200)}",
+                hint="start ComfyUI (python main.py --listen) or give --base-url",
+            ) from exc
+        if not isinstance(stats, dict) or not isinstance(stats.get("system"), dict):
+            await self.close()
+            raise EngineError(f"{self.display_url}/system_stats did not answer like ComfyUI (no 'system')")
+        self._system = stats
+        try:
+            await self._connect_ws()
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            await self.close()
+            raise EngineError(
+                f"{CANNOT_CONNECT} to ComfyUI's websocket at {self.display_url}/ws: {_str(exc, 200)}"
+            ) from exc
+        self._reader = asyncio.create_task(self._read_loop())
+        system = stats["system"]
+        raw_devices = stats.get("devices")
+        devices: list[Any] = raw_devices if isinstance(raw_devices, list) else []
+        return ServerInfo(
+            kind="comfyui",
+            version=_str(system.get("comfyui_version"), 64) if system.get("comfyui_version") else None,
+            version_source="/system_stats system.comfyui_version",
+            models=[self.model],
+            details={
+                "pytorch_version": _str(system.get("pytorch_version"), 64),
+                "devices": [
+                    {k: d.get(k) for k in ("name", "type", "vram_total", "torch_vram_total")}
+                    for d in devices[:16]
+                    if isinstance(d, dict)
+                ],
+            },
+        )
+
+    async def _connect_ws(self) -> None:
+        assert self._session is not None
+        url = self.base_url.replace("http", "ws", 1) + f"/ws?clientId={self.client_id}"
+        self._ws = await self._session.ws_connect(
+            url, max_msg_size=MAX_WS_MESSAGE, heartbeat=30.0, timeout=aiohttp.ClientWSTimeout(ws_close=5.0)
+        )
+        self._ws_up.set()
+
+    async def after_run(self) -> dict[str, Any]:
+        return {
+            "comfyui": {
+                "client_id": self.client_id,
+                "websocket_reconnects": self.reconnects,
+                "workflow": {
+                    "path": self.workflow.path,
+                    "sha256": self.workflow.sha256,
+                    "nodes": len(self.workflow.nodes),
+                },
+                "settings_applied": self.applied[:50],
+                "settings_not_placed": self.unplaced,
+            }
+        }
+
+    async def close(self) -> None:
+        self._closing = True
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+        if self._ws is not None:
+            await self._ws.close()
+        if self._session is not None:
+            await self._session.close()
+        self._session = None
+
+    # -- HTTP ------------------------------------------------------------------------------------
+    async def _get_json(self, path: str, timeout: float = 30.0) -> Any:
+        assert self._session is not None
+        async with self._session.get(self.base_url + path, timeout=aiohttp.ClientTimeout(total=timeout)) as r:
+            body = await r.content.read(MAX_JSON_BYTES + 1)
+            if len(body) > MAX_JSON_BYTES:
+                raise ValueError(f"{path}: answer over {MAX_JSON_BYTES} bytes")
+            if r.status != 200:
+                raise ValueError(f"{path}: HTTP {r.status}")
+            return json.loads(body)
+
+    # -- the websocket ---------------------------------------------------------------------------
+    async def _read_loop(self) -> None:
+        while not self._closing:
+            ws = self._ws
+            if ws is not None:
+                async for msg in ws:
+                    if msg.type == aiohttp.WSMsgType.TEXT:
+                        self._on_text(msg.data)
+                    elif msg.type in (aiohttp.WSMsgType.ERROR, aiohttp.WSMsgType.CLOSE):
+                        break
+            if self._closing:
+                return
+            self._ws_up.clear()
+            for track in self._tracks.values():
+                if not track.done.is_set():
+                    track.ws_lost = True
+            await self._reconnect()
+
+    async def _reconnect(self) -> None:
+        for attempt in range(RECONNECT_TRIES):
+            await asyncio.sleep(min(0.2 * 2**attempt, 5.0))
+            try:
+                await self._connect_ws()
+            except (aiohttp.ClientError, TimeoutError):
+                continue
+            self.reconnects += 1
+            return
+        self._ws = None
+        await asyncio.sleep(5.0)  # keep trying now and then; requests follow /history meanwhile
+
+    def _on_text(self, text: str) -> None:
+        try:
+            msg = json.loads(text)
+        except ValueError:
+            return
+        if not isinstance(msg, dict) or not isinstance(msg.get("data"), dict):
+            return
+        kind, data = msg.get("type"), msg["data"]
+        pid = data.get("prompt_id")
+        track = self._tracks.get(pid) if isinstance(pid, str) else None
+        if track is None or track.done.is_set():
+            return
+        now = time.perf_counter()
+        classes = {k: self.workflow.class_of(k) for k in self.workflow.nodes}
+        node = data.get("node")
+        if kind == "execution_start":
+            track.t_start = now
+        elif kind == "execution_cached":
+            for n in data.get("nodes") or []:
+                if isinstance(n, str | int):
+                    track.nodes.append(
+                        NodeTime(node=str(n)[:64], class_type=classes.get(str(n)), cached=True)
+                    )
+        elif kind == "executing":
+            track.close_node(now, classes)
+            if node is None:
+                track.t_end = track.t_end or now
+            elif isinstance(node, str | int):
+                track.current, track.current_since = str(node)[:64], now
+        elif kind == "progress":
+            if isinstance(data.get("value"), int):
+                track.steps.append(now)
+                self.chunks_seen += 1
+                if isinstance(node, str | int):
+                    track.progress_nodes.add(str(node))
+                elif track.current is not None:
+                    track.progress_nodes.add(track.current)
+        elif kind == "executed":
+            output = data.get("output")
+            if isinstance(node, str | int) and isinstance(output, dict):
+                track.outputs[str(node)[:64]] = output
+        elif kind == "execution_success":
+            track.close_node(now, classes)
+            track.t_end = now
+            track.done.set()
+        elif kind in ("execution_error", "execution_interrupted"):
+            track.close_node(now, classes)
+            track.t_end = now
+            where = _str(data.get("node_id"), 64)
+            what = _str(data.get("node_type"), 128)
+            if kind == "execution_error":
+                track.error = (
+                    f"execution error at node {where} ({what}): "
+                    f"{_str(data.get('exception_type'), 200)}: {_str(data.get('exception_message'))}"
+                )
+            else:
+                track.error = f"interrupted at node {where} ({what})"
+            track.error_node = f"{where} {what}"
+            track.done.set()
+
+    # -- one request -----------------------------------------------------------------------------
+    async def generate_image(self, req: ImageRequest) -> ImageResult:
+        patched = patch(
+            self.workflow,
+            seed=req.seed,
+            steps=req.steps,
+            batch_size=req.batch_size if self.spec.batch_size else None,
+            width=req.width,
+            height=req.height,
+            overrides=self.spec.node_overrides,
+        )
+        if not self.applied:
+            self.applied, self.unplaced = patched.applied, patched.unplaced
+        t_send = time.perf_counter()
+        result = ImageResult(
+            index=req.index,
+            t_send=t_send,
+            t_end=t_send,
+            engine=self.name,
+            stage=req.stage,
+            width=patched.width,
+            height=patched.height,
+            steps=None,
+        )
+        try:
+            pid = await self._queue(patched, result)
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            result.t_end = time.perf_counter()
+            result.error = f"{CANNOT_CONNECT} to {self.display_url}/prompt: {_str(exc, 200)}"
+            return result
+        if pid is None:
+            result.t_end = time.perf_counter()
+            return result
+        track = _Track(t_send=t_send)
+        self._tracks[pid] = track
+        result.prompt_id = pid
+        try:
+            await self._follow(pid, track, result)
+        except asyncio.CancelledError:
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError, OSError):
+                await self._interrupt(pid)
+            raise
+        finally:
+            self._tracks.pop(pid, None)
+        self._fill(result, track, patched)
+        if req.keep_thumbnail and result.error is None:
+            await self._thumbnail(result, track, req.index)
+        return result
+
+    async def _queue(self, patched: Patched, result: ImageResult) -> str | None:
+        assert self._session is not None
+        body = {"prompt": patched.nodes, "client_id": self.client_id}
+        async with self._session.post(
+            self.base_url + "/prompt", json=body, timeout=aiohttp.ClientTimeout(total=60.0)
+        ) as r:
+            raw = await r.content.read(MAX_JSON_BYTES + 1)
+            try:
+                doc = json.loads(raw) if raw else {}
+            except ValueError:
+                doc = {}
+            if r.status == 200 and isinstance(doc, dict) and isinstance(doc.get("prompt_id"), str):
+                return str(doc["prompt_id"])[:128]
+            result.error = _rejection(r.status, doc)
+            return None
+
+    async def _follow(self, pid: str, track: _Track, result: ImageResult) -> None:
+        deadline = track.t_send + self.request_timeout_s
+        while not track.done.is_set():
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                result.error = f"timeout: the prompt did not finish within {self.request_timeout_s:g} s"
+                with contextlib.suppress(aiohttp.ClientError, TimeoutError, OSError):
+                    await self._interrupt(pid)
+                track.t_end = time.perf_counter()
+                return
+            wait = HISTORY_POLL_S if (track.ws_lost or not self._ws_up.is_set()) else SAFETY_POLL_S
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(track.done.wait(), min(wait, left))
+            if track.done.is_set():
+                return
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError, ValueError, OSError):
+                if await self._from_history(pid, track):
+                    return
+
+    async def _from_history(self, pid: str, track: _Track) -> bool:
+        """Finish ``track`` from ``/history/{pid}`` when ComfyUI has it done; False when not yet."""
+        doc = await self._get_json(f"/history/{pid}", timeout=10.0)
+        entry = doc.get(pid) if isinstance(doc, dict) else None
+        status = entry.get("status") if isinstance(entry, dict) else None
+        if (
+            not isinstance(status, dict)
+            or not status.get("completed")
+            and status.get("status_str") != "error"
+        ):
+            return False
+        now = time.perf_counter()
+        track.ws_lost = track.ws_lost or not track.done.is_set()
+        stamps: dict[str, float] = {}
+        for item in status.get("messages") or []:
+            if isinstance(item, list) and len(item) == 2 and isinstance(item[1], dict):
+                ts = item[1].get("timestamp")
+                if isinstance(ts, int | float) and not isinstance(ts, bool):
+                    stamps[str(item[0])] = float(ts) / 1000.0
+                if item[0] == "execution_error" and track.error is None:
+                    data = item[1]
+                    track.error = (
+                        f"execution error at node {_str(data.get('node_id'), 64)} "
+                        f"({_str(data.get('node_type'), 128)}): {_str(data.get('exception_type'), 200)}"
+                        f": {_str(data.get('exception_message'))}"
+                    )
+                    track.error_node = f"{_str(data.get('node_id'), 64)} {_str(data.get('node_type'), 128)}"
+        if status.get("status_str") == "error" and track.error is None:
+            track.error = "execution error (ComfyUI's history has no details)"
+        prompt = entry.get("prompt") if isinstance(entry, dict) else None
+        created = None
+        if isinstance(prompt, list) and len(prompt) > 3 and isinstance(prompt[3], dict):
+            ct = prompt[3].get("create_time")
+            created = float(ct) / 1000.0 if isinstance(ct, int | float) and not isinstance(ct, bool) else None
+        start, end = (
+            stamps.get("execution_start"),
+            stamps.get("execution_success") or stamps.get("execution_error"),
+        )
+        track.history = (created, start, end)
+        outputs = entry.get("outputs") if isinstance(entry, dict) else None
+        if isinstance(outputs, dict):
+            for node, out in outputs.items():
+                if isinstance(out, dict):
+                    track.outputs.setdefault(str(node)[:64], out)
+        track.t_end = track.t_end or now
+        track.done.set()
+        return True
+
+    async def _interrupt(self, pid: str) -> None:
+        assert self._session is not None
+        for path, body in (("/interrupt", {"prompt_id": pid}), ("/queue", {"delete": [pid]})):
+            async with self._session.post(
+                self.base_url + path, json=body, timeout=aiohttp.ClientTimeout(total=5.0)
+            ) as r:
+                await r.read()
+
+    def _fill(self, result: ImageResult, track: _Track, patched: Patched) -> None:
+        result.t_end = track.t_end or time.perf_counter()
+        result.error = result.error or track.error
+        result.error_node = track.error_node
+        if track.ws_lost and track.history is not None:
+            created, start, end = track.history
+            result.notes.append(WS_DROPPED_NOTE)
+            if created is not None and start is not None:
+                result.queue_wait_s = max(start - created, 0.0)
+            if start is not None and end is not None:
+                result.execution_s = max(end - start, 0.0)
+        else:
+            if track.t_start is not None:
+                result.queue_wait_s = track.t_start - track.t_send
+                result.execution_s = max(result.t_end - track.t_start, 0.0)
+            result.nodes = track.nodes or None
+        result.step_end = list(track.steps)
+        result.steps = len(track.steps) if track.steps else None
+        timed = [n.seconds for n in track.nodes if n.node in track.progress_nodes and n.seconds is not None]
+        result.denoise_s = sum(timed) if timed else None
+        files: list[str] = []
+        saved = temp = 0
+        for out in track.outputs.values():
+            for key in OUTPUT_IMAGE_KEYS:
+                for item in out.get(key) or []:
+                    if isinstance(item, dict) and isinstance(item.get("filename"), str):
+                        files.append(item["filename"][:200])
+                        if item.get("type") == "output":
+                            saved += 1
+                        else:
+                            temp += 1
+        result.images = saved or temp
+        result.outputs = files[:100] or None
+        others = sorted({k for out in track.outputs.values() for k in out if k not in OUTPUT_IMAGE_KEYS})
+        if result.error is None and not result.images:
+            result.notes.append(
+                "the workflow produced no images"
+                + (f" (its outputs: {', '.join(o[:40] for o in others[:5])})" if others else "")
+            )
+        result.notes.extend(patched.unplaced)
+
+    async def _thumbnail(self, result: ImageResult, track: _Track, index: int) -> None:
+        assert self._session is not None
+        item = next(
+            (
+                i
+                for out in track.outputs.values()
+                for i in out.get("images") or []
+                if isinstance(i, dict) and isinstance(i.get("filename"), str)
+            ),
+            None,
+        )
+        if item is None:
+            return
+        params = {
+            "filename": item["filename"],
+            "subfolder": str(item.get("subfolder") or ""),
+            "type": str(item.get("type") or "output"),
+        }
+        try:
+            async with self._session.get(
+                self.base_url + "/view", params=params, timeout=aiohttp.ClientTimeout(total=30.0)
+            ) as r:
+                blob = await r.content.read(MAX_VIEW_BYTES + 1)
+                status = r.status
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            result.notes.append(f"thumbnail not kept: /view failed ({_str(exc, 100)})")
+            return
+        if status != 200 or len(blob) > MAX_VIEW_BYTES:
+            result.notes.append(f"thumbnail not kept: /view answered HTTP {status}")
+            return
+        result.output_bytes = len(blob)
+        thumb, why = thumbnail_of_bytes(blob, index)
+        if thumb is not None:
+            result.thumbnails.append(thumb)
+        elif why:
+            result.notes.append(why)
+
+
+def _rejection(status: int, doc: Any) -> str:
+    """A refused ``POST /prompt`` in one line: ComfyUI's error and the first node error."""
+    if not isinstance(doc, dict):
+        return f"prompt rejected: HTTP {status}"
+    err = doc.get("error")
+    text = f"prompt rejected (HTTP {status})"
+    if isinstance(err, dict):
+        text += f": {_str(err.get('message'), 200)}"
+        if err.get("details"):
+            text += f": {_str(err.get('details'), 300)}"
+    elif isinstance(err, str):
+        text += f": {_str(err, 300)}"
+    nodes = doc.get("node_errors")
+    if isinstance(nodes, dict):
+        for node_id, info in list(nodes.items())[:1]:
+            errs = info.get("errors") if isinstance(info, dict) else None
+            if isinstance(errs, list) and errs and isinstance(errs[0], dict):
+                text += (
+                    f"; node {_str(node_id, 64)} ({_str(info.get('class_type'), 128)}): "
+                    f"{_str(errs[0].get('message'), 200)}: {_str(errs[0].get('details'), 200)}"
+                )
+    return text
