@@ -160,11 +160,15 @@ def _counters(first: StatePoint | None, last: StatePoint | None) -> dict[str, An
         return b - a if a is not None and b is not None else None
 
     count, total = delta("queue_count"), delta("queue_seconds_sum")
-    return {
+    out = {
         "preemptions": delta("preemptions_total"),
         "queued_requests": count,
         "queue_time_ms_mean": total / count * 1000.0 if count and total is not None else None,
     }
+    queries, hits = delta("prefix_queries"), delta("prefix_hits")
+    if queries and hits is not None:  # the share of prompt tokens the prefix cache served (the verdict)
+        out["prefix_cache_hit_ratio"] = hits / queries
+    return out
 
 
 def _window_counters(edges: list[StatePoint], points: list[StatePoint]) -> dict[str, Any]:

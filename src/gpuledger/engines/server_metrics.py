@@ -20,7 +20,8 @@ End-to-end latency: ``<engine>:e2e_request_latency_seconds`` (``_sum`` / ``_coun
 Scheduler series (summed over label sets, except the KV-cache ratio, which is the fullest engine's when a
 server runs several):
 
-- vLLM: ``vllm:request_queue_time_seconds`` (histogram sum and count), ``vllm:num_preemptions_total``;
+- vLLM: ``vllm:request_queue_time_seconds`` (histogram sum and count), ``vllm:num_preemptions_total``,
+  ``vllm:prefix_cache_queries_total`` / ``vllm:prefix_cache_hits_total`` (prompt tokens, v1);
   gauges ``vllm:num_requests_running``, ``vllm:num_requests_waiting``, ``vllm:kv_cache_usage_perc`` (v1;
   ``vllm:gpu_cache_usage_perc`` in v0; a ratio 0..1 despite the name).
 - SGLang: gauges ``sglang:num_running_reqs``, ``sglang:num_queue_reqs``, ``sglang:token_usage`` (ratio).
@@ -181,13 +182,16 @@ class StateSeries:
     kv_usage: tuple[str, ...]  # first present wins
     preemptions: str | None
     queue_time: str | None = None  # a histogram of seconds spent waiting, per request
+    # Prompt tokens looked up in the prefix cache, and found there (counters).
+    prefix_queries: str | None = None
+    prefix_hits: str | None = None
 
 
 STATE_SERIES: dict[str, StateSeries] = {
     "vllm": StateSeries(
         "vLLM", "vllm:num_requests_running", "vllm:num_requests_waiting",
         ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"), "vllm:num_preemptions_total",
-        "vllm:request_queue_time_seconds",
+        "vllm:request_queue_time_seconds", "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total",
     ),
     "sglang": StateSeries("SGLang", "sglang:num_running_reqs", "sglang:num_queue_reqs",
                           ("sglang:token_usage",), None),
@@ -207,6 +211,8 @@ class StatePoint:
     preemptions_total: float | None
     queue_seconds_sum: float | None = None
     queue_count: float | None = None
+    prefix_queries: float | None = None
+    prefix_hits: float | None = None
 
 
 def parse_state(text: str, kind: str, t: float) -> StatePoint:
@@ -217,6 +223,8 @@ def parse_state(text: str, kind: str, t: float) -> StatePoint:
         wanted.add(series.preemptions)
     if series.queue_time:
         wanted.update((series.queue_time + "_sum", series.queue_time + "_count"))
+    prefix = tuple(n for n in (series.prefix_queries, series.prefix_hits) if n)
+    wanted.update(prefix)
     sums: dict[str, float] = {}
     peaks: dict[str, float] = {}
     try:
@@ -241,4 +249,6 @@ def parse_state(text: str, kind: str, t: float) -> StatePoint:
         sums.get(series.preemptions) if series.preemptions else None,
         sums.get(queue + "_sum") if queue else None,
         sums.get(queue + "_count") if queue else None,
+        sums.get(series.prefix_queries) if series.prefix_queries else None,
+        sums.get(series.prefix_hits) if series.prefix_hits else None,
     )
