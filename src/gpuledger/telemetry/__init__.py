@@ -9,7 +9,7 @@ window summary says how its energy was obtained and whether the window is trustw
 from __future__ import annotations
 
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -18,6 +18,7 @@ from gpuledger.telemetry.base import METRIC_UNITS, DeviceInfo, Reading, SourceEr
 from gpuledger.telemetry.cpu import PsutilSource
 from gpuledger.telemetry.nvml import NvmlSource
 from gpuledger.telemetry.rapl import RaplSource
+from gpuledger.telemetry.remote import open_remote_sources
 from gpuledger.telemetry.sampler import BackgroundSampler, Sampler, WindowSummary
 from gpuledger.telemetry.smi_cli import (
     CLI_PROBE_TIMEOUT_S,
@@ -37,6 +38,7 @@ __all__ = [
     "SourceStatus",
     "WindowSummary",
     "close_sources",
+    "open_remote_sources",
     "open_sources",
 ]
 
@@ -49,6 +51,8 @@ def open_sources(
     use_cli: bool = True,
     runner: Runner | None = None,
     pids: Collection[int] | None = None,
+    remote: Sequence[str] = (),
+    local: bool = True,
 ) -> list[Sampler]:
     """Every telemetry source, in fallback order per vendor: the library first, then the CLIs
     (only tried when the library is unavailable and ``use_cli``). Unavailable sources are returned
@@ -59,7 +63,23 @@ def open_sources(
 
     The CLI fallbacks are probed concurrently (the NVIDIA tool and the AMD tools in turn), each within
     :data:`~gpuledger.telemetry.smi_cli.CLI_PROBE_TIMEOUT_S` and all within :data:`CLI_OPEN_BUDGET_S`:
-    a hanging or garbage-printing tool costs at most that, and is a source with a reason."""
+    a hanging or garbage-printing tool costs at most that, and is a source with a reason.
+
+    ``remote``: ``--telemetry-from`` URLs (``gpuledger.telemetry.remote``), opened first and checked now (a
+    malformed URL is a UsageError, an endpoint that cannot be read a SourceError); ``local=False`` opens
+    only those (``--no-telemetry`` with ``--telemetry-from``)."""
+    remote_sources: list[Sampler] = list(open_remote_sources(remote)) if remote else []
+    if not local:
+        return remote_sources
+    try:
+        return [*remote_sources, *_local_sources(root, use_cli=use_cli, runner=runner, pids=pids)]
+    except BaseException:
+        close_sources(remote_sources)
+        raise
+
+
+def _local_sources(root: Path, *, use_cli: bool, runner: Runner | None, pids: Collection[int] | None
+                   ) -> list[Sampler]:
     nvml = NvmlSource(pids=pids)
     amd_lib = AmdSmiSource()
     deadline = time.monotonic() + CLI_OPEN_BUDGET_S

@@ -1,0 +1,287 @@
+"""Telemetry of the server's node, read over HTTP while the run goes on: a Prometheus exposition endpoint
+of NVIDIA's dcgm-exporter, AMD's device-metrics-exporter or ``gpuledger monitor`` (``--telemetry-from
+http://NODE:9400/metrics``), sampled over the window like a local source. A Prometheus server is read after
+the window instead (``prometheus+http://PROM:9090?selector=…``, :mod:`gpuledger.telemetry.promql`).
+
+Options ride in the URL's query and are taken out of it before the request (docs/telemetry.md):
+
+- ``gpu=0,1`` — only these GPU indices (the exporter's ``gpu`` / ``gpu_id`` label); each one named and not
+  reported is a device the run expected and lacks (``device_missing``);
+- ``uuid=GPU-…,…`` — only these UUIDs; ``host=NAME`` — only this host label (an endpoint that federates);
+- ``interval=1s`` — how often to read (default 1 s; dcgm-exporter refreshes every ``-c`` ms, 30 s by
+  default, so run it with ``-c 1000`` or less); ``timeout=5s`` — per request (default 5 s).
+
+Without a selection every GPU the endpoint reports counts as the run's: on a shared node, select. Credentials
+in the URL (``http://user:pass@node/metrics``) are sent as a Basic header and redacted everywhere else.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from gpuledger.errors import UsageError
+from gpuledger.telemetry.base import BaseSource, DeviceInfo, Reading, SourceError, Vendor
+from gpuledger.telemetry.expo import VENDOR, ExpoDevice, Exposition, clean_host, parse_exposition
+from gpuledger.telemetry.http import DEFAULT_TIMEOUT_S, HttpClient
+from gpuledger.urls import parse_server_url, redact_url
+
+if TYPE_CHECKING:
+    from gpuledger.telemetry.promql import PrometheusRangeSource
+
+OPTION_KEYS = ("gpu", "uuid", "host", "interval", "timeout", "selector", "step", "wait")
+DEFAULT_INTERVAL_S = 1.0
+MAX_SOURCE_NAME = 128  # the store's limit on a sample's source name
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?|\.\d+)(ms|s|m)?$")
+_PROVIDES = frozenset({"power_w", "energy_j", "util_ratio", "mem_util_ratio", "memory_used_bytes",
+                       "memory_total_bytes", "temperature_c", "temperature_hotspot_c", "sm_clock_hz",
+                       "mem_clock_hz", "power_limit_w"})
+
+
+def parse_seconds(text: str, what: str) -> float:
+    """``"500ms"``, ``"2s"``, ``"1m"`` or a bare number of seconds; UsageError otherwise."""
+    m = _DURATION.match(text.strip().lower())
+    if not m:
+        raise UsageError(f"{what}: expected a duration such as 500ms, 2s or 1m (got {text!r})")
+    value = float(m.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0, None: 1.0}[m.group(2)]
+    if not (value > 0 and math.isfinite(value)):
+        raise UsageError(f"{what}: must be a positive duration (got {text!r})")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """Which of an endpoint's GPUs are the run's (module docstring)."""
+
+    gpus: tuple[int, ...] = ()
+    uuids: tuple[str, ...] = ()
+    hosts: tuple[str, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not (self.gpus or self.uuids or self.hosts)
+
+    def matches(self, dev: ExpoDevice | DeviceInfo, host: str) -> bool:
+        if self.gpus and dev.index not in self.gpus:
+            return False
+        if self.uuids and not (dev.uuid and any(dev.uuid == u or dev.uuid.endswith(u) for u in self.uuids)):
+            return False
+        return not self.hosts or host in self.hosts
+
+    def describe(self) -> str:
+        parts = [f"{k}={','.join(str(x) for x in v)}" for k, v in
+                 (("gpu", self.gpus), ("uuid", self.uuids), ("host", self.hosts)) if v]
+        return " ".join(parts) if parts else "all the GPUs it reports"
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteUrl:
+    """A ``--telemetry-from`` URL taken apart: what to request, what to show, the options."""
+
+    kind: str  # "exposition" | "prometheus"
+    request_url: str  # no credentials, no options
+    display: str  # redacted, options kept: what is shown and stored
+    authorization: str | None
+    selection: Selection
+    interval_s: float = DEFAULT_INTERVAL_S
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    options: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def host(self) -> str:
+        parts = urlsplit(self.request_url)
+        return clean_host(f"{parts.hostname}:{parts.port}" if parts.port else (parts.hostname or ""))
+
+
+def _ints(text: str, what: str) -> tuple[int, ...]:
+    out = []
+    for token in (t.strip() for t in text.split(",")):
+        if not token.isdigit() or len(token) > 6:
+            raise UsageError(f"{what}: expected GPU indices such as gpu=0,1 (got {text!r})")
+        out.append(int(token))
+    return tuple(dict.fromkeys(out))
+
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(t.strip()[:200] for t in text.split(",") if t.strip()))
+
+
+def parse_remote_url(url: str) -> RemoteUrl:
+    """A ``--telemetry-from`` URL (module docstring); UsageError (with the URL redacted) when it is not
+    one."""
+    raw = url.strip()
+    shown = redact_url(raw)
+    what = f"--telemetry-from {shown}"
+    scheme = raw.partition("://")[0].lower()
+    kind = "prometheus" if scheme.startswith("prometheus+") else "exposition"
+    http_url = raw[len("prometheus+"):] if kind == "prometheus" else raw
+    try:
+        parsed = parse_server_url(http_url, strip_v1=False)
+    except ValueError as exc:
+        raise UsageError(f"{what}: {exc}",
+                         hint="use http(s)://NODE:PORT/metrics or prometheus+http(s)://PROM:9090?selector=...",
+                         ) from None
+    options: dict[str, str] = {}
+    kept: list[tuple[str, str]] = []
+    for key, value in parse_qsl(parsed.query.lstrip("?"), keep_blank_values=True):
+        if key in OPTION_KEYS:
+            if key in options:
+                raise UsageError(f"{what}: {key}= is given twice")
+            options[key] = value
+        else:
+            kept.append((key, value))
+    if kind == "exposition" and ({"selector", "step", "wait"} & set(options)):
+        raise UsageError(f"{what}: selector=, step= and wait= are for a Prometheus server "
+                         "(prometheus+http://PROM:9090?selector=...)")
+    selection = Selection(_ints(options["gpu"], what) if options.get("gpu") else (),
+                          _words(options.get("uuid", "")), tuple(clean_host(h) for h in
+                                                                  _words(options.get("host", ""))))
+    interval = parse_seconds(options["interval"], f"{what}: interval=") if "interval" in options else \
+        DEFAULT_INTERVAL_S
+    timeout = parse_seconds(options["timeout"], f"{what}: timeout=") if "timeout" in options else \
+        DEFAULT_TIMEOUT_S
+    base = parsed.base
+    if kind == "exposition" and urlsplit(base).path in ("", "/"):
+        base = base.rstrip("/") + "/metrics"
+    request = base + (f"?{urlencode(kept)}" if kept else "")
+    return RemoteUrl(kind, request, shown, parsed.authorization, selection, interval, timeout, options)
+
+
+def source_name(label: str, display: str) -> str:
+    name = f"{label} {display}"
+    return name if len(name) <= MAX_SOURCE_NAME else name[: MAX_SOURCE_NAME - 3] + "..."
+
+
+class RemoteSource(BaseSource):
+    """What both remote sources share: the URL, the HTTP client, the selection and what it expects."""
+
+    remote = True
+
+    def __init__(self, spec: RemoteUrl, label: str, vendor: Vendor, *, client: HttpClient | None = None,
+                 min_interval_s: float) -> None:
+        super().__init__(source_name(label, spec.display), vendor, _PROVIDES, min_interval_s=min_interval_s)
+        self.spec = spec
+        self.client = client or HttpClient()
+        self._owns_client = client is None
+        self._hosts: list[str] = []
+        self.failed_reads = 0
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": self.spec.authorization} if self.spec.authorization else {}
+
+    def assigned_by(self, key: str) -> str | None:
+        """What makes a device of this source the run's (None: not one of this source's)."""
+        if not any(d.key == key for d in [*self._devices, *self.expected_devices()]):
+            return None
+        return f"--telemetry-from {self.spec.display} ({self.spec.selection.describe()})"
+
+    def expected_devices(self) -> list[DeviceInfo]:
+        """The selection's GPUs that the endpoint does not report (each is ``device_missing``)."""
+        sel = self.spec.selection
+        hosts = list(sel.hosts) or self._hosts or [self.spec.host]
+        seen = {(d.index, d.key.rpartition("@")[2]) for d in self._devices}
+        out = []
+        for host in hosts:
+            for index in sel.gpus:
+                if (index, host) not in seen:
+                    out.append(DeviceInfo(key=f"{self.vendor}:{index}@{host}", vendor=self.vendor,
+                                          index=index, name=""))
+            for uuid in sel.uuids:
+                if not any(d.uuid and d.uuid.endswith(uuid) for d in self._devices):
+                    out.append(DeviceInfo(key=f"{self.vendor}:{uuid[-12:]}@{host}", vendor=self.vendor,
+                                          index=None, name="", uuid=uuid))
+        return out
+
+    def _note_hosts(self, devices: Sequence[ExpoDevice]) -> None:
+        for d in devices:
+            if d.host not in self._hosts:
+                self._hosts.append(d.host)
+
+    def close(self) -> None:
+        if self._owns_client:
+            self.client.close()
+
+
+class ExpositionSource(RemoteSource):
+    """An exporter's ``/metrics`` on the server's node, read every ``interval`` (module docstring)."""
+
+    own_thread = True
+    final_read = True
+
+    def __init__(self, spec: RemoteUrl, *, client: HttpClient | None = None) -> None:
+        super().__init__(spec, "exposition", "nvidia", client=client, min_interval_s=spec.interval_s)
+        try:
+            first = self._scrape()
+        except SourceError:
+            self.close()
+            raise
+        if first.exporter is None:
+            self.close()
+            raise SourceError(f"{spec.display} has no GPU series of dcgm-exporter, AMD's device-metrics-"
+                              "exporter or gpuledger monitor (DCGM_FI_DEV_POWER_USAGE, gpu_power_usage, "
+                              "gpuledger_gpu_power_watts)")
+        self.name = source_name(first.exporter, spec.display)
+        told = VENDOR.get(first.exporter)
+        self.vendor = told if told is not None else next((d.vendor for d in first.devices), "nvidia")
+        chosen = self._select(first)
+        self._note_hosts(chosen)
+        self._devices = [d.info() for d in chosen]
+        self.available = True
+
+    def _scrape(self) -> Exposition:
+        resp = self.client.get(self.spec.request_url, display=self.spec.display, headers=self.headers(),
+                               timeout_s=self.spec.timeout_s)
+        if resp.status != 200:
+            raise SourceError(f"GET {self.spec.display} answered HTTP {resp.status}")
+        return parse_exposition(resp.text(), default_host=self.spec.host)
+
+    def _select(self, expo: Exposition) -> list[ExpoDevice]:
+        return [d for d in expo.devices if self.spec.selection.matches(d, d.host)]
+
+    def read(self, now: float) -> list[Reading]:
+        try:
+            expo = self._scrape()
+        except SourceError as exc:  # one failed read is a missing sample (the gap rule judges it)
+            self.failed_reads += 1
+            self.reason = f"{self.failed_reads} read(s) failed; the last: {exc.message}"
+            return []
+        out: list[Reading] = []
+        known = {d.key: d for d in self._devices}
+        for dev in self._select(expo):
+            info = known.get(dev.key) or dev.info()
+            if dev.key not in known:
+                self._devices.append(info)
+                known[dev.key] = info
+            out.extend(Reading(now, info, metric, value, self.name) for metric, value in dev.values.items())
+        return out
+
+
+def open_remote_sources(urls: Sequence[str], *, client: HttpClient | None = None
+                        ) -> list[ExpositionSource | PrometheusRangeSource]:
+    """One source per ``--telemetry-from`` URL, each checked now: a malformed URL is a UsageError (exit 2),
+    an endpoint that cannot be read or serves no GPU series a SourceError (exit 8) — before the run."""
+    from gpuledger.telemetry.promql import PrometheusRangeSource
+
+    specs = [parse_remote_url(u) for u in urls]
+    opened: list[ExpositionSource | PrometheusRangeSource] = []
+    try:
+        for spec in specs:
+            if spec.kind == "prometheus":
+                opened.append(PrometheusRangeSource(spec, client=client))
+            else:
+                opened.append(ExpositionSource(spec, client=client))
+    except BaseException:
+        for src in opened:
+            src.close()
+        raise
+    return opened
+
+
+def wall_offset() -> float:
+    """``time.time() - time.monotonic()`` now: adds to a monotonic time to give the wall clock."""
+    return time.time() - time.monotonic()
