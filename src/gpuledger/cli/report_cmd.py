@@ -10,6 +10,7 @@ import typer
 
 from gpuledger.cli.common import DbOpt, JsonOpt, console, err_console, print_json
 from gpuledger.cli.files import check_target, write_output
+from gpuledger.cli.groups import any_group, expand
 from gpuledger.errors import UsageError
 
 
@@ -29,7 +30,11 @@ def parse_profiles(values: list[str] | None) -> dict[str, str]:
 
 def report(
     runs: Annotated[
-        list[str], typer.Argument(help="Run ids or unambiguous prefixes; two or more make a comparison.")
+        list[str],
+        typer.Argument(
+            help="Run ids or unambiguous prefixes; two or more make a comparison. A group of repeats (g-…, "
+            "bench --repeat N) stands for its runs and leads with their mean and 95 % interval."
+        ),
     ],
     html: Annotated[
         Path | None,
@@ -62,6 +67,8 @@ def report(
             check_target(target)  # refused before the report is built, not after
     store = open_store(db)
     try:
+        if any_group(runs):  # a group of repeats (bench --repeat N) stands for its runs
+            runs = expand(store, runs)
         with err_console.status("building report…") as status:
             data = build_report(store, runs, profiles, progress=lambda msg: status.update(f"{msg}…"))
     finally:

@@ -494,17 +494,21 @@ class GroupComparison:
         }
 
 
-def compare_groups(a: GroupSummary, b: GroupSummary) -> GroupComparison:
-    """A ÷ B over the unit of A's first run's headline (every run priced in one currency)."""
+def compare_groups(a: GroupSummary, b: GroupSummary, basis: str | None = None) -> GroupComparison:
+    """A ÷ B of units per currency unit (``basis``: the unit compared, default the headline unit of A's
+    first run; every run must have measured it) and of their rate; every run priced in one currency."""
+    # cost.compare imports this module (through cost.differences): its function is imported here.
+    from gpuledger.cost.compare import resolve_basis
+
     if not a.costs or not b.costs:
         raise UsageError("a group comparison needs priced runs on both sides")
+    _, unit = resolve_basis([*a.costs, *b.costs], basis)
     currencies = {c.currency for c in [*a.costs, *b.costs]}
     if len(currencies) > 1:
         raise UsageError(
             f"the groups are priced in different currencies ({', '.join(sorted(currencies))}); "
             "gpuledger does no currency conversion"
         )
-    unit = a.costs[0].headline
     words = a.costs[0].inputs.unit(unit).plural
 
     def values(g: GroupSummary, per_money: bool) -> list[float]:

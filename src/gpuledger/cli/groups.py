@@ -1,0 +1,83 @@
+"""Groups of repeats on the command line: ``cost GROUP``, ``compare GROUP GROUP`` and ``report GROUP``.
+
+A group id (``g-…``, from ``bench --repeat N``) stands wherever a run id is taken; ``cost.groups.resolve``
+says what an argument names. These helpers are called by the commands in ``cost_cmds`` and ``report_cmd``
+when an argument is a group, so the commands' run paths stay as they were.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from gpuledger.cli.common import console, print_json, warn
+from gpuledger.errors import StoreError, UsageError
+
+if TYPE_CHECKING:
+    from gpuledger.cost import RunCost
+    from gpuledger.records import RunInfo
+    from gpuledger.store import Store
+
+
+def any_group(refs: Sequence[str]) -> bool:
+    from gpuledger.cost.groups import is_group_ref
+
+    return any(is_group_ref(r) for r in refs)
+
+
+def cost_group(
+    store: Store, ref: str, price: Callable[[RunInfo], RunCost], *, save: bool, json_out: bool
+) -> None:
+    """Price every run of the group and print the group: each figure's mean with its 95 % interval."""
+    from gpuledger.cost.groups import resolve, summarize_group
+    from gpuledger.report.groups import print_group
+
+    found = resolve(store, ref)
+    costs = [price(run) for run in found.runs]
+    if save:
+        for run, c in zip(found.runs, costs, strict=True):
+            try:
+                store.save_cost_evaluation(run.id, c.profile.name, c.profile.to_dict(), c.to_dict())
+            except StoreError as exc:
+                warn(f"cost evaluation of run {run.id} not saved: {exc.message}")
+    group = summarize_group(found.name, found.runs, costs)
+    if json_out:
+        print_json({**group.to_dict(), "costs": [c.to_dict() for c in costs]})
+    else:
+        print_group(group, console)
+
+
+def compare_group_args(
+    store: Store,
+    refs: Sequence[str],
+    price: Callable[[str, RunInfo], RunCost],
+    basis: str | None,
+    *,
+    json_out: bool,
+) -> None:
+    """``compare A B`` where A or B is a group (a run stands as a group of one): the ratio of their means
+    with its interval."""
+    from gpuledger.cost.groups import compare_groups, resolve_all, summarize_group
+    from gpuledger.report.groups import print_group_comparison
+
+    if len(refs) != 2:
+        raise UsageError(f"compare of groups takes two arguments (groups or runs), got {len(refs)}")
+    sides = [
+        summarize_group(found.name, found.runs, [price(ref, run) for run in found.runs])
+        for ref, found in zip(refs, resolve_all(store, refs), strict=True)
+    ]
+    comparison = compare_groups(sides[0], sides[1], basis)
+    if json_out:
+        print_json(comparison.to_dict())
+    else:
+        print_group_comparison(comparison, console)
+
+
+def expand(store: Store, refs: Sequence[str]) -> list[str]:
+    """Every argument as run ids: a group gives its runs in repeat order (``report GROUP``)."""
+    from gpuledger.cost.groups import resolve_all
+
+    return [run.id for found in resolve_all(store, refs) for run in found.runs]
+
+
+__all__ = ["any_group", "compare_group_args", "cost_group", "expand"]
