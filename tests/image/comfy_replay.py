@@ -1,5 +1,6 @@
 """A replay ComfyUI server on 127.0.0.1 (aiohttp) that speaks ComfyUI's documented protocol (``server.py``,
-``execution.py``): ``/system_stats``, ``/ws?clientId=`` (``status``, ``execution_start``, ``execution_cached``,
+``execution.py``): ``/system_stats``, ``/ws?clientId=`` (``status``, ``execution_start``,
+``execution_cached``,
 ``executing``, ``progress``, ``executed``, ``execution_success`` / ``execution_error``), ``POST /prompt``
 (with ComfyUI's validation error shape), ``/history/{prompt_id}``, ``/view``, ``/interrupt``, ``/queue``.
 
@@ -24,8 +25,13 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-OUTPUT_NODES = {"SaveImage": "output", "PreviewImage": "temp", "VHS_VideoCombine": "gifs",
-                "PreviewAudio": "audio", "SaveVideo": "output"}
+OUTPUT_NODES = {
+    "SaveImage": "output",
+    "PreviewImage": "temp",
+    "VHS_VideoCombine": "gifs",
+    "PreviewAudio": "audio",
+    "SaveVideo": "output",
+}
 SAMPLERS = {"KSampler", "KSamplerAdvanced", "SamplerCustom", "SamplerCustomAdvanced"}
 
 
@@ -33,16 +39,29 @@ def png(width: int, height: int, seed: int) -> bytes:
     """A real RGB PNG (a gradient that depends on the seed)."""
     w, h = max(1, min(width, 128)), max(1, min(height, 128))
     rows = b"".join(
-        b"\x00" + bytes(((x * 255 // w + seed) % 256, (y * 255 // h) % 256, (seed * 37) % 256)[c]
-                        for x in range(w) for c in range(3))
+        b"\x00"
+        + bytes(
+            ((x * 255 // w + seed) % 256, (y * 255 // h) % 256, (seed * 37) % 256)[c]
+            for x in range(w)
+            for c in range(3)
+        )
         for y in range(h)
     )
 
     def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+        return (
+            struct.pack(">I", len(data))
+            + kind
+            + data
+            + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+        )
 
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
 
 
 @dataclass
@@ -61,7 +80,8 @@ class Replay:
     history: dict[str, dict[str, Any]] = field(default_factory=dict)
     files: dict[str, bytes] = field(default_factory=dict)
     queue: asyncio.Queue[tuple[int, str, dict[str, Any], dict[str, Any], list[str]]] = field(
-        default_factory=asyncio.Queue)
+        default_factory=asyncio.Queue
+    )
     number: int = 0
     previous: dict[str, str] = field(default_factory=dict)
     progress_sent: int = 0
@@ -144,8 +164,14 @@ def _steps(prompt: dict[str, Any], n: str) -> int:
     return 1
 
 
-async def _execute(app: Replay, number: int, pid: str, prompt: dict[str, Any], extra: dict[str, Any],
-                   outputs_to_run: list[str]) -> None:
+async def _execute(
+    app: Replay,
+    number: int,
+    pid: str,
+    prompt: dict[str, Any],
+    extra: dict[str, Any],
+    outputs_to_run: list[str],
+) -> None:
     sid = extra.get("client_id")
     messages: list[list[Any]] = []
 
@@ -158,7 +184,9 @@ async def _execute(app: Replay, number: int, pid: str, prompt: dict[str, Any], e
     memo: dict[str, str] = {}
     order = _order(prompt, outputs_to_run)
     sigs = {n: _signature(prompt, n, memo) for n in order}
-    cached = [n for n in order if app.previous.get(n) == sigs[n] and prompt[n]["class_type"] not in OUTPUT_NODES]
+    cached = [
+        n for n in order if app.previous.get(n) == sigs[n] and prompt[n]["class_type"] not in OUTPUT_NODES
+    ]
     await say("execution_cached", {"nodes": cached, "prompt_id": pid, "timestamp": _ms()}, keep=True)
     outputs: dict[str, Any] = {}
     status = "success"
@@ -168,10 +196,18 @@ async def _execute(app: Replay, number: int, pid: str, prompt: dict[str, Any], e
         cls = str(prompt[n]["class_type"])
         await say("executing", {"node": n, "display_node": n, "prompt_id": pid})
         if app.knobs.fail_class == cls:
-            err = {"prompt_id": pid, "node_id": n, "node_type": cls, "executed": [x for x in order if x in outputs],
-                   "exception_message": "Allocation on device would exceed allowed memory. (out of memory)",
-                   "exception_type": "torch.OutOfMemoryError", "traceback": ["  File \"execution.py\""],
-                   "current_inputs": {}, "current_outputs": {}, "timestamp": _ms()}
+            err = {
+                "prompt_id": pid,
+                "node_id": n,
+                "node_type": cls,
+                "executed": [x for x in order if x in outputs],
+                "exception_message": "Allocation on device would exceed allowed memory. (out of memory)",
+                "exception_type": "torch.OutOfMemoryError",
+                "traceback": ['  File "execution.py"'],
+                "current_inputs": {},
+                "current_outputs": {},
+                "timestamp": _ms(),
+            }
             await say("execution_error", err, keep=True)
             status = "error"
             break
@@ -198,8 +234,16 @@ async def _execute(app: Replay, number: int, pid: str, prompt: dict[str, Any], e
                     items.append({"filename": name, "subfolder": "", "type": kind})
                 out: dict[str, Any] = {"images": items}
             elif kind == "gifs":
-                out = {"gifs": [{"filename": f"AnimateDiff_{pid[:8]}.mp4", "subfolder": "", "type": "output",
-                                 "format": "video/h264-mp4"}]}
+                out = {
+                    "gifs": [
+                        {
+                            "filename": f"AnimateDiff_{pid[:8]}.mp4",
+                            "subfolder": "",
+                            "type": "output",
+                            "format": "video/h264-mp4",
+                        }
+                    ]
+                }
             else:
                 out = {"audio": [{"filename": f"audio_{pid[:8]}.flac", "subfolder": "", "type": "temp"}]}
             outputs[n] = out
@@ -214,7 +258,9 @@ async def _execute(app: Replay, number: int, pid: str, prompt: dict[str, Any], e
         "prompt": [number, pid, prompt, extra, outputs_to_run],
         "outputs": {k: v for k, v in outputs.items() if v},
         "status": {"status_str": status, "completed": status == "success", "messages": messages},
-        "meta": {k: {"node_id": k, "display_node": k, "parent_node": None, "real_node_id": k} for k in outputs},
+        "meta": {
+            k: {"node_id": k, "display_node": k, "parent_node": None, "real_node_id": k} for k in outputs
+        },
     }
 
 
@@ -234,14 +280,31 @@ def make_app(state: Replay) -> web.Application:
     app.cleanup_ctx.append(worker)
 
     async def system_stats(_: web.Request) -> web.Response:
-        return web.json_response({
-            "system": {"os": "posix", "ram_total": 2**36, "ram_free": 2**35, "comfyui_version": "0.3.66",
-                       "python_version": "3.12.3", "pytorch_version": "2.8.0+cu128", "embedded_python": False,
-                       "argv": ["main.py"]},
-            "devices": [{"name": "cuda:0 NVIDIA H200 : cudaMallocAsync", "type": "cuda", "index": 0,
-                         "vram_total": 150_000_000_000, "vram_free": 149_000_000_000,
-                         "torch_vram_total": 0, "torch_vram_free": 0}],
-        })
+        return web.json_response(
+            {
+                "system": {
+                    "os": "posix",
+                    "ram_total": 2**36,
+                    "ram_free": 2**35,
+                    "comfyui_version": "0.3.66",
+                    "python_version": "3.12.3",
+                    "pytorch_version": "2.8.0+cu128",
+                    "embedded_python": False,
+                    "argv": ["main.py"],
+                },
+                "devices": [
+                    {
+                        "name": "cuda:0 NVIDIA H200 : cudaMallocAsync",
+                        "type": "cuda",
+                        "index": 0,
+                        "vram_total": 150_000_000_000,
+                        "vram_free": 149_000_000_000,
+                        "torch_vram_total": 0,
+                        "torch_vram_free": 0,
+                    }
+                ],
+            }
+        )
 
     async def ws_handler(request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse()
@@ -249,8 +312,12 @@ def make_app(state: Replay) -> web.Application:
         sid = request.rel_url.query.get("clientId") or uuid.uuid4().hex
         state.sockets[sid] = ws
         state.ws_connects += 1
-        await ws.send_json({"type": "status", "data": {"status": {"exec_info": {"queue_remaining":
-                                                                              state.queue.qsize()}}, "sid": sid}})
+        await ws.send_json(
+            {
+                "type": "status",
+                "data": {"status": {"exec_info": {"queue_remaining": state.queue.qsize()}}, "sid": sid},
+            }
+        )
         async for msg in ws:
             if msg.type == WSMsgType.ERROR:
                 break
@@ -263,20 +330,32 @@ def make_app(state: Replay) -> web.Application:
         state.posted.append(body)
         prompt = body.get("prompt")
         if not isinstance(prompt, dict):
-            err = {"type": "no_prompt", "message": "No prompt provided", "details": "No prompt provided",
-                   "extra_info": {}}
+            err = {
+                "type": "no_prompt",
+                "message": "No prompt provided",
+                "details": "No prompt provided",
+                "extra_info": {},
+            }
             return web.json_response({"error": err, "node_errors": {}}, status=400)
         for n, node in prompt.items():
             cls = node.get("class_type")
             known = state.knobs.known_classes
             if known is not None and cls not in known:
-                err = {"type": "invalid_prompt", "message": f"Cannot execute because node {cls} does not exist.",
-                       "details": f"Node ID '#{n}'", "extra_info": {}}
+                err = {
+                    "type": "invalid_prompt",
+                    "message": f"Cannot execute because node {cls} does not exist.",
+                    "details": f"Node ID '#{n}'",
+                    "extra_info": {},
+                }
                 return web.json_response({"error": err, "node_errors": {}}, status=400)
         outs = [n for n, node in prompt.items() if node.get("class_type") in OUTPUT_NODES]
         if not outs:
-            err = {"type": "prompt_no_outputs", "message": "Prompt has no outputs", "details": "",
-                   "extra_info": {}}
+            err = {
+                "type": "prompt_no_outputs",
+                "message": "Prompt has no outputs",
+                "details": "",
+                "extra_info": {},
+            }
             return web.json_response({"error": err, "node_errors": {}}, status=400)
         pid = str(uuid.uuid4())
         number = state.number

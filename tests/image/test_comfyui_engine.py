@@ -26,8 +26,9 @@ FLUX = CAPTURES / "api_flux_schnell.json"
 LTX = CAPTURES / "api_video_ltx2_t2v_extra_prompt.json"
 
 
-async def _run(path: Path, knobs: Knobs, n: int = 3, concurrency: int = 1, **spec: Any
-               ) -> tuple[list[ImageResult], ComfyUIEngine, ReplayServer]:
+async def _run(
+    path: Path, knobs: Knobs, n: int = 3, concurrency: int = 1, **spec: Any
+) -> tuple[list[ImageResult], ComfyUIEngine, ReplayServer]:
     async with ReplayServer(knobs) as srv:
         s = ImageSpec(engine="comfyui", base_url=srv.url, workflow=str(path), **spec)
         engine = ComfyUIEngine(s, load_workflow(path), request_timeout_s=20.0)
@@ -36,9 +37,18 @@ async def _run(path: Path, knobs: Knobs, n: int = 3, concurrency: int = 1, **spe
 
         async def one(i: int) -> ImageResult:
             async with sem:
-                return await engine.generate_image(request_for(
-                    i, seed=7, steps=s.steps, height=s.height, width=s.width, batch_size=s.batch_size or 1,
-                    guidance=None, keep_thumbnail=i == 0))
+                return await engine.generate_image(
+                    request_for(
+                        i,
+                        seed=7,
+                        steps=s.steps,
+                        height=s.height,
+                        width=s.width,
+                        batch_size=s.batch_size or 1,
+                        guidance=None,
+                        keep_thumbnail=i == 0,
+                    )
+                )
 
         try:
             results = await asyncio.gather(*(one(i) for i in range(n)))
@@ -48,8 +58,9 @@ async def _run(path: Path, knobs: Knobs, n: int = 3, concurrency: int = 1, **spe
 
 
 def test_sdxl_template_runs_with_the_settings_placed_by_node_class() -> None:
-    results, engine, srv = asyncio.run(_run(SDXL, Knobs(), n=3, concurrency=2, steps=6, batch_size=2,
-                                            height=256, width=320))
+    results, engine, srv = asyncio.run(
+        _run(SDXL, Knobs(), n=3, concurrency=2, steps=6, batch_size=2, height=256, width=320)
+    )
     posted = srv.state.posted[0]["prompt"]
     assert posted["12"]["inputs"]["steps"] == 6 and posted["12"]["inputs"]["seed"] == 7
     assert posted["13"]["inputs"] == {"width": 320, "height": 256, "batch_size": 2}
@@ -110,8 +121,7 @@ def test_an_execution_error_mid_graph_is_the_request_error_with_the_nodes_that_r
 
 
 def test_a_dropped_websocket_is_followed_through_history_and_reconnected() -> None:
-    results, engine, srv = asyncio.run(_run(SDXL, Knobs(drop_ws_after_progress=3, step_s=0.02), n=3,
-                                            steps=5))
+    results, engine, srv = asyncio.run(_run(SDXL, Knobs(drop_ws_after_progress=3, step_s=0.02), n=3, steps=5))
     assert srv.state.dropped and engine.reconnects >= 1 and srv.state.ws_connects >= 2
     assert all(r.error is None and r.images == 1 for r in results)
     first = results[0]
@@ -142,8 +152,11 @@ def test_a_cancelled_request_interrupts_the_prompt_on_the_server() -> None:
                 await orig(pid)
 
             engine._interrupt = spy  # type: ignore[method-assign]
-            task = asyncio.create_task(engine.generate_image(request_for(
-                0, seed=1, steps=50, height=None, width=None, batch_size=1, guidance=None)))
+            task = asyncio.create_task(
+                engine.generate_image(
+                    request_for(0, seed=1, steps=50, height=None, width=None, batch_size=1, guidance=None)
+                )
+            )
             await asyncio.sleep(0.5)
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
@@ -161,16 +174,30 @@ def test_a_ui_format_workflow_is_refused_with_how_to_export_the_api_format() -> 
 
 def test_settings_the_workflow_has_no_place_for_are_said(tmp_path: Path) -> None:
     wf = load_workflow(LTX)
-    out = patch(wf, seed=None, steps=None, batch_size=None, width=None, height=None,
-                overrides=[parse_override("23.value=30")])
+    out = patch(
+        wf,
+        seed=None,
+        steps=None,
+        batch_size=None,
+        width=None,
+        height=None,
+        overrides=[parse_override("23.value=30")],
+    )
     assert out.nodes["23"]["inputs"]["value"] == 30 and out.unplaced == []
     only_save = tmp_path / "w.json"
     only_save.write_text(json.dumps({"1": {"class_type": "SaveImage", "inputs": {"filename_prefix": "x"}}}))
     out = patch(load_workflow(only_save), seed=3, steps=5, batch_size=None, width=None, height=None)
     assert len(out.unplaced) == 2 and "no node that takes a literal seed" in out.unplaced[0]
     with pytest.raises(UsageError, match="no node '99'"):
-        patch(wf, seed=None, steps=None, batch_size=None, width=None, height=None,
-              overrides=[parse_override("99.steps=3")])
+        patch(
+            wf,
+            seed=None,
+            steps=None,
+            batch_size=None,
+            width=None,
+            height=None,
+            overrides=[parse_override("99.steps=3")],
+        )
 
 
 def test_no_server_is_an_engine_error() -> None:

@@ -79,6 +79,11 @@ class _Track:
     # (created, execution_start, end) from /history, server clock, seconds
     history: tuple[float | None, float | None, float | None] | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
+    poke: asyncio.Event = field(default_factory=asyncio.Event)  # done, or the websocket dropped
+
+    def finish(self) -> None:
+        self.done.set()
+        self.poke.set()
 
     def close_node(self, now: float, classes: dict[str, str | None]) -> None:
         if self.current is not None and self.current_since is not None:
@@ -233,6 +238,7 @@ class ComfyUIEngine:
             for track in self._tracks.values():
                 if not track.done.is_set():
                     track.ws_lost = True
+                    track.poke.set()
             await self._reconnect()
 
     async def _reconnect(self) -> None:
@@ -291,7 +297,7 @@ class ComfyUIEngine:
         elif kind == "execution_success":
             track.close_node(now, classes)
             track.t_end = now
-            track.done.set()
+            track.finish()
         elif kind in ("execution_error", "execution_interrupted"):
             track.close_node(now, classes)
             track.t_end = now
@@ -305,7 +311,7 @@ class ComfyUIEngine:
             else:
                 track.error = f"interrupted at node {where} ({what})"
             track.error_node = f"{where} {what}"
-            track.done.set()
+            track.finish()
 
     # -- one request -----------------------------------------------------------------------------
     async def generate_image(self, req: ImageRequest) -> ImageResult:
@@ -384,7 +390,8 @@ class ComfyUIEngine:
                 return
             wait = HISTORY_POLL_S if (track.ws_lost or not self._ws_up.is_set()) else SAFETY_POLL_S
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(track.done.wait(), min(wait, left))
+                await asyncio.wait_for(track.poke.wait(), min(wait, left))
+            track.poke.clear()
             if track.done.is_set():
                 return
             with contextlib.suppress(aiohttp.ClientError, TimeoutError, ValueError, OSError):
@@ -436,7 +443,7 @@ class ComfyUIEngine:
                 if isinstance(out, dict):
                     track.outputs.setdefault(str(node)[:64], out)
         track.t_end = track.t_end or now
-        track.done.set()
+        track.finish()
         return True
 
     async def _interrupt(self, pid: str) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import inspect
 import threading
 import time
@@ -94,6 +95,7 @@ class DiffusersEngine:
         self.threads: CpuThreads | None = None
         self.attention: str | None = None
         self.memory_estimate: int | None = None
+        self.scheduler_name: str | None = None
         self._rec: _Recorder | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -141,6 +143,7 @@ class DiffusersEngine:
             self.built = load_folder(Path(self.model).expanduser(), torch_dtype, device.torch_device)
         self._install_hooks()
         self._set_scheduler()
+        self.scheduler_name = type(self.built.pipe.scheduler).__name__
         return ServerInfo(
             kind="diffusers",
             version=diffusers_version(),
@@ -172,7 +175,7 @@ class DiffusersEngine:
                 pipeline=built.pipeline_class,
                 parameters=built.parameters,
                 components=built.components,
-                scheduler=type(built.pipe.scheduler).__name__,
+                scheduler=self.scheduler_name,
                 attention=self.attention,
             )
         if self.memory_estimate is not None:
@@ -194,7 +197,7 @@ class DiffusersEngine:
                 "memory_estimate_bytes": self.memory_estimate,
                 "memory_free_bytes": self.device.free_memory_bytes if self.device else None,
                 "attention": self.attention,
-                "scheduler": type(built.pipe.scheduler).__name__,
+                "scheduler": self.scheduler_name,
                 "height": height,
                 "width": width,
                 "steps": spec.steps or d.get("steps"),
@@ -212,7 +215,8 @@ class DiffusersEngine:
         self._stop.set()
         if self.threads is not None:
             self.threads.restore()
-        self.built = None
+        if self.built is not None:  # the weights go; what the run resolved stays for ``resolved``
+            self.built = dataclasses.replace(self.built, pipe=None)
 
     # -- hooks -----------------------------------------------------------------------------------
     def _built(self) -> BuiltPipeline:

@@ -17,7 +17,14 @@ INSTALL_HINT = (
     "pip install 'gpuledger[image]' (diffusers, accelerate, Pillow; install torch for your GPU first)"
 )
 
-__all__ = ["INSTALL_HINT", "diffusers_version", "import_diffusers", "import_torch", "import_transformers"]
+__all__ = [
+    "INSTALL_HINT",
+    "diffusers_version",
+    "import_diffusers",
+    "import_tokenizers",
+    "import_torch",
+    "import_transformers",
+]
 
 
 def import_diffusers() -> Any:
@@ -33,6 +40,15 @@ def import_diffusers() -> Any:
     dlog.disable_progress_bar()
     logging.getLogger("diffusers").setLevel(logging.ERROR)
     return diffusers
+
+
+def import_tokenizers() -> Any:
+    """Hugging Face ``tokenizers`` (transformers' own dependency): the dummy pipelines' T5 tokenizer."""
+    import_transformers()
+    try:
+        return importlib.import_module("tokenizers")
+    except ImportError as exc:
+        raise MissingDependencyError(f"tokenizers not installed: {INSTALL_HINT}") from exc
 
 
 def diffusers_version() -> str | None:

@@ -13,7 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from gpuledger.engines.image.catalog import DummyPipeline, ModelComponent, TokenizerComponent
-from gpuledger.engines.image.imports import import_diffusers, import_torch, import_transformers
+from gpuledger.engines.image.imports import (
+    import_diffusers,
+    import_tokenizers,
+    import_torch,
+    import_transformers,
+)
 from gpuledger.errors import EngineError, InvalidInputError, MissingDependencyError
 
 BYTES_PER_ELEMENT = {"fp32": 4, "bf16": 2, "fp16": 2}
@@ -59,7 +64,7 @@ def clip_tokenizer(transformers: Any, max_length: int, workdir: Path) -> Any:
 def t5_tokenizer(transformers: Any, max_length: int) -> Any:
     """A character-level T5 tokenizer (``<pad>`` 0, ``</s>`` 1, ``<unk>`` 2, printable ASCII), ``</s>``
     appended like the real one."""
-    tokenizers = __import__("tokenizers")
+    tokenizers = import_tokenizers()
     words = ["<pad>", "</s>", "<unk>"] + [chr(c) for c in range(32, 127)]
     tk = tokenizers.Tokenizer(
         tokenizers.models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>")

@@ -1,0 +1,147 @@
+"""The built-in image pipelines: each published architecture built from its authors' configs has the
+published parameter count (within 2 %, on the meta device: no memory), every config names its source, and
+the tiny one runs on this CPU through the diffusers engine with its stage times measured."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+
+import psutil
+import pytest
+
+pytest.importorskip("diffusers")
+
+from gpuledger.engines.image.base import ImageResult, request_for
+from gpuledger.engines.image.catalog import dummy_pipeline, dummy_pipelines
+from gpuledger.engines.image.diffusers_engine import CPU_MEMORY_NOTE, DiffusersEngine
+from gpuledger.engines.image.pipelines import component_parameters, estimate_memory
+from gpuledger.errors import ResourceError, UsageError
+from gpuledger.records.image import ImageSpec, summarize_images
+
+PUBLISHED = ["sd15", "sdxl", "sd3-medium", "flux-dev"]
+
+
+@pytest.mark.parametrize("name", PUBLISHED)
+def test_each_architecture_has_its_published_parameter_count(name: str) -> None:
+    spec = dummy_pipeline(f"dummy:{name}")
+    counts = component_parameters(spec)
+    assert spec.published, f"{name} states no published size"
+    for pub in spec.published:
+        built = sum(counts[c] for c in pub.components())
+        assert built == pytest.approx(pub.params, rel=0.02), (name, pub.components(), built, pub.params)
+
+
+def test_every_component_config_names_where_it_was_published() -> None:
+    for name, spec in dummy_pipelines().items():
+        for comp, model in spec.models().items():
+            if name != "tiny-sd":
+                assert model.source.startswith(f"https://huggingface.co/{spec.hf_id}/blob/main/{comp}/"), comp
+        for pub in spec.published:
+            assert pub.source.startswith("https://") and pub.text
+
+
+def test_the_tiny_pipeline_is_a_few_megabytes() -> None:
+    assert sum(component_parameters(dummy_pipeline("dummy:tiny-sd")).values()) < 3_000_000
+
+
+def test_an_unknown_dummy_names_the_built_in_ones() -> None:
+    with pytest.raises(UsageError, match="dummy:sd15, dummy:sdxl"):
+        dummy_pipeline("dummy:sd9")
+
+
+def _run(spec: ImageSpec, n: int, thumbs: int = 1) -> tuple[list[ImageResult], DiffusersEngine]:
+    async def go() -> tuple[list[ImageResult], DiffusersEngine]:
+        engine = DiffusersEngine(spec)
+        await engine.open(1)
+        out = []
+        try:
+            for i in range(n):
+                out.append(
+                    await engine.generate_image(
+                        request_for(
+                            i,
+                            seed=spec.seed or 0,
+                            steps=spec.steps,
+                            height=spec.height,
+                            width=spec.width,
+                            batch_size=spec.batch_size or 1,
+                            guidance=spec.guidance,
+                            keep_thumbnail=i < thumbs,
+                        )
+                    )
+                )
+        finally:
+            await engine.close()
+        return out, engine
+
+    return asyncio.run(go())
+
+
+@pytest.mark.slow
+def test_tiny_sd_on_the_cpu_measures_each_stage_and_every_step() -> None:
+    spec = ImageSpec(
+        engine="diffusers",
+        model="dummy:tiny-sd",
+        steps=4,
+        height=64,
+        width=64,
+        batch_size=2,
+        seed=3,
+        device="cpu",
+    )
+    results, engine = _run(spec, 2)
+    for r in results:
+        assert r.error is None and r.images == 2 and (r.width, r.height) == (64, 64)
+        # PNDM with skip_prk_steps runs one step more than asked (its published behaviour): what ran counts
+        assert r.steps == len(r.step_end) >= 4
+        enc, den, dec = r.text_encode_s, r.denoise_s, r.decode_s
+        assert enc and den and dec and enc + den + dec <= r.t_end - r.t_send
+        assert r.peak_memory_bytes is None and CPU_MEMORY_NOTE in r.notes
+    thumb = results[0].thumbnails[0]
+    assert (thumb.width, thumb.height, thumb.source_width) == (64, 64, 64)
+    assert base64.b64decode(thumb.png_base64)[:4] == b"\x89PNG"
+    resolved = engine.resolved(spec)
+    assert resolved.pipeline == "StableDiffusionPipeline" and resolved.attention
+    assert resolved.parameters == sum(component_parameters(dummy_pipeline("dummy:tiny-sd")).values())
+    s = summarize_images([r.to_record(results[0].t_send) for r in results])
+    assert s.images_total == 4 and s.stages.denoise_s.n == 2 and s.step_it_per_s.n == 2
+    assert s.steps_total == sum(r.steps * 2 for r in results)
+
+
+@pytest.mark.slow
+def test_a_scheduler_is_chosen_by_short_name_and_an_incompatible_one_refused() -> None:
+    spec = ImageSpec(
+        engine="diffusers",
+        model="dummy:tiny-sd",
+        steps=3,
+        height=64,
+        width=64,
+        device="cpu",
+        scheduler="euler",
+    )
+    results, engine = _run(spec, 1, thumbs=0)
+    assert results[0].steps == 3
+    assert engine.resolved(spec).scheduler == "EulerDiscreteScheduler"
+    with pytest.raises(UsageError, match="--scheduler flow_euler: StableDiffusionPipeline takes"):
+        _run(spec.model_copy(update={"scheduler": "flow_euler"}), 1)
+
+
+def test_the_memory_estimate_counts_weights_activations_and_overhead() -> None:
+    est = estimate_memory(1_000_000_000, "bf16", 2, 1024, 1024, 8 * 1024**3, "test")
+    assert est.weights_bytes == 2_000_000_000
+    assert est.activations_bytes == 2 * 1024 * 1024 * 128 * 6 * 2
+    assert est.overhead_bytes == 100_000_000 + 512 * 1024**2
+    assert est.fits is True and "available" in est.text()
+    assert not estimate_memory(4_000_000_000, "fp32", 1, 1024, 1024, 8 * 1024**3, "test").fits
+
+
+def test_a_pipeline_that_cannot_fit_is_refused_before_it_is_built() -> None:
+    # FLUX.1-dev in fp32 on the CPU needs ~68 GB: more than this machine's RAM (else nothing to refuse)
+    if psutil.virtual_memory().available > 80 * 1024**3:
+        pytest.skip("this machine has the RAM for flux-dev in fp32")
+    spec = ImageSpec(engine="diffusers", model="dummy:flux-dev", device="cpu", dtype="fp32")
+    with pytest.raises(
+        ResourceError, match=r"dummy:flux-dev \(16.9B params, fp32\) at 1024×1024.*does not fit"
+    ):
+        asyncio.run(DiffusersEngine(spec).open(1))
