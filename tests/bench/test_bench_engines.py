@@ -301,6 +301,7 @@ def test_ollama_faults_fail_only_their_request(serve: Serve, fault: str, expecte
 
 def test_make_engine_rejects_unknown_engines() -> None:
     from gpuledger.errors import UsageError
+    from gpuledger.records import ServerSpec
 
-    with pytest.raises(UsageError):
-        make_engine("grpc", "http://x", None)
+    with pytest.raises(UsageError, match="--engine must be openai, ollama or torch, got 'grpc'"):
+        make_engine(ServerSpec(engine="grpc", base_url="http://x"))

@@ -10,9 +10,12 @@ from typing import Any
 import pytest
 from stream_server import Scenario, StreamServer
 
-from gpuledger.bench.like import LikeWorkload, apply_like
+from gpuledger.bench.flags import server_document, server_spec
+from gpuledger.bench.like import engine_of_repeat, repeat
 from gpuledger.cli.main import main
 from gpuledger.errors import UsageError
+from gpuledger.records import RunInfo
+from gpuledger.records.spec import LikeOrigin
 
 Serve = Callable[..., StreamServer]
 
@@ -141,24 +144,26 @@ def test_a_torch_run_repeats_with_its_model_batch_and_lengths(
     assert code == 2 and "--engine torch" in err
 
 
-def _server_like(endpoint: str) -> LikeWorkload:
-    return LikeWorkload("abc", "openai", {"endpoint": endpoint, "seed": 3, "concurrency": 2})
+def _stored(engine: str, endpoint: str) -> RunInfo:
+    spec = server_spec(engine, endpoint=endpoint, seed=3, concurrency=2)
+    return RunInfo(id="abc", engine=engine, config=spec)
 
 
 def test_a_server_run_can_be_repeated_on_the_other_server_api_with_the_same_request_shape() -> None:
-    params = {"engine": "ollama", "endpoint": None, "seed": 0, "concurrency": None}
-    out, overridden = apply_like(_server_like("completions"), params, {"engine"})
-    assert out["engine"] == "ollama" and out["endpoint"] == "generate" and out["seed"] == 3
-    assert overridden == []
-    out, _ = apply_like(_server_like("chat"), params, {"engine"})
-    assert out["endpoint"] == "chat"
-    out, _ = apply_like(_server_like("completions"), {**params, "engine": "openai"}, set())
-    assert out["engine"] == "openai" and out["endpoint"] == "completions"
+    stored = _stored("openai", "completions")
+    on_ollama = engine_of_repeat(stored, "ollama", {"engine"})
+    spec = repeat(stored, server_document("ollama"), on_ollama, {"engine"})
+    assert (spec.engine, spec.endpoint, spec.seed, spec.fixed_concurrency()) == ("ollama", "generate", 3, 2)
+    assert spec.like == LikeOrigin(run_id="abc", overridden=[])
+    chat = repeat(_stored("openai", "chat"), server_document("ollama"), on_ollama, {"engine"})
+    assert chat.endpoint == "chat"
+    same = repeat(stored, server_document("openai"), engine_of_repeat(stored, "openai", set()), set())
+    assert (same.engine, same.endpoint) == ("openai", "completions")
 
 
 def test_a_server_workload_is_not_repeated_on_the_torch_engine() -> None:
     with pytest.raises(UsageError, match="--engine openai or ollama"):
-        apply_like(_server_like("chat"), {"engine": "torch", "endpoint": None}, {"engine"})
+        engine_of_repeat(_stored("openai", "chat"), "torch", {"engine"})
 
 
 def test_the_readme_workflow_export_import_then_like_on_the_other_machine(

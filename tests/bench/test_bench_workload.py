@@ -8,6 +8,7 @@ import statistics
 from collections.abc import Callable
 from itertools import islice
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -15,7 +16,8 @@ from stream_server import Scenario, StreamServer
 
 from gpuledger.engines.openai import ServerTokenizer
 from gpuledger.errors import InvalidInputError, NotFoundError, UsageError
-from gpuledger.workload import DatasetSpec, LoadPattern, build_dataset, parse_sweep, poisson_gaps
+from gpuledger.records.spec import checked
+from gpuledger.workload import DatasetSpec, build_dataset, load_from_flags, parse_sweep, poisson_gaps
 
 
 def build(spec: DatasetSpec, n: int, tokenizer_url: str | None = None, chat: bool = False):  # type: ignore[no-untyped-def]
@@ -30,23 +32,23 @@ def build(spec: DatasetSpec, n: int, tokenizer_url: str | None = None, chat: boo
 
 
 def test_builtin_dataset_ships_64_distinct_prompts_and_is_seeded() -> None:
-    ds = build(DatasetSpec("builtin", seed=3), 64)
+    ds = build(DatasetSpec(name="builtin", seed=3), 64)
     assert len({p.text for p in ds.prompts}) == 64
     assert all(p.output_len is None for p in ds.prompts)  # natural length, capped
-    again = build(DatasetSpec("builtin", seed=3), 64)
-    other = build(DatasetSpec("builtin", seed=4), 64)
+    again = build(DatasetSpec(name="builtin", seed=3), 64)
+    other = build(DatasetSpec(name="builtin", seed=4), 64)
     assert [p.text for p in ds.prompts] == [p.text for p in again.prompts]
     assert [p.text for p in ds.prompts] != [p.text for p in other.prompts]
     assert ds.meta["distinct_prompts"] == 64
 
 
 def test_builtin_dataset_with_output_len_forces_that_length() -> None:
-    ds = build(DatasetSpec("builtin", output_len=33), 100)
+    ds = build(DatasetSpec(name="builtin", output_len=33), 100)
     assert len(ds.prompts) == 100 and {p.output_len for p in ds.prompts} == {33}
 
 
 def test_random_dataset_lengths_stay_in_the_range_and_repeat_with_the_seed() -> None:
-    spec = DatasetSpec("random", input_len=100, output_len=50, range_ratio=0.2, seed=7)
+    spec = DatasetSpec(name="random", input_len=100, output_len=50, range_ratio=0.2, seed=7)
     ds = build(spec, 200)
     outs = [p.output_len for p in ds.prompts]
     assert all(40 <= o <= 60 for o in outs)  # type: ignore[operator]
@@ -61,7 +63,7 @@ def test_random_dataset_hits_exact_lengths_with_the_servers_tokenizer(
     serve: Callable[..., StreamServer],
 ) -> None:
     srv = serve(Scenario(identity="vllm"))
-    spec = DatasetSpec("random", input_len=64, output_len=16, range_ratio=0.5, seed=1)
+    spec = DatasetSpec(name="random", input_len=64, output_len=16, range_ratio=0.5, seed=1)
     ds = build(spec, 30, tokenizer_url=srv.url)
     assert ds.meta["input_len_method"] == "server_tokenizer"
     assert ds.meta["input_len_exact_ratio"] == 1.0
@@ -81,7 +83,7 @@ def test_jsonl_dataset_reads_prompts_messages_and_output_lengths(tmp_path: Path)
         + json.dumps("three")
         + "\n"
     )
-    ds = build(DatasetSpec("jsonl", path=f), 3)
+    ds = build(DatasetSpec(name="jsonl", path=f), 3)
     by_text = {p.text: p for p in ds.prompts}
     assert set(by_text) == {"one", "two", "three"}
     assert by_text["one"].output_len == 5
@@ -102,12 +104,12 @@ def test_bad_jsonl_names_the_line(tmp_path: Path, content: str, message: str) ->
     f = tmp_path / "p.jsonl"
     f.write_text(content)
     with pytest.raises(InvalidInputError, match=message):
-        build(DatasetSpec("jsonl", path=f), 1)
+        build(DatasetSpec(name="jsonl", path=f), 1)
 
 
 def test_missing_dataset_file_is_not_found(tmp_path: Path) -> None:
     with pytest.raises(NotFoundError):
-        build(DatasetSpec("jsonl", path=tmp_path / "nope.jsonl"), 1)
+        build(DatasetSpec(name="jsonl", path=tmp_path / "nope.jsonl"), 1)
 
 
 def test_sharegpt_takes_first_human_turn_and_reply_length(
@@ -136,11 +138,11 @@ def test_sharegpt_takes_first_human_turn_and_reply_length(
             ]
         )
     )
-    est = build(DatasetSpec("sharegpt", path=f), 2)
+    est = build(DatasetSpec(name="sharegpt", path=f), 2)
     assert est.meta["conversations"] == 2
     assert est.meta["output_len_method"].startswith("estimate")
     srv = serve(Scenario(identity="vllm"))
-    exact = build(DatasetSpec("sharegpt", path=f), 2, tokenizer_url=srv.url)
+    exact = build(DatasetSpec(name="sharegpt", path=f), 2, tokenizer_url=srv.url)
     assert exact.meta["output_len_method"] == "server_tokenizer"
     assert {p.text: p.output_len for p in exact.prompts} == {"hello there": 4, "why": 1}
 
@@ -149,48 +151,53 @@ def test_sharegpt_that_is_not_a_list_is_invalid(tmp_path: Path) -> None:
     f = tmp_path / "sg.json"
     f.write_text('{"conversations": []}')
     with pytest.raises(InvalidInputError, match="JSON list"):
-        build(DatasetSpec("sharegpt", path=f), 1)
+        build(DatasetSpec(name="sharegpt", path=f), 1)
 
 
 @pytest.mark.parametrize(
-    ("spec", "message"),
+    ("fields", "message"),
     [
-        (DatasetSpec("jsonl"), "needs --dataset-path"),
-        (DatasetSpec("builtin", input_len=10), "--input-len only applies"),
-        (DatasetSpec("random", path=Path("x")), "--dataset-path is only for"),
-        (DatasetSpec("random", range_ratio=1.0), "--range-ratio"),
-        (DatasetSpec("random", output_len=0), "--output-len must be at least 1"),
-        (DatasetSpec("bogus"), "--dataset must be one of"),
+        ({"name": "jsonl"}, "needs --dataset-path"),
+        ({"name": "builtin", "input_len": 10}, "--input-len only applies"),
+        ({"name": "random", "path": "x"}, "--dataset-path is only for"),
+        ({"name": "random", "range_ratio": 1.0}, "--range-ratio"),
+        ({"name": "random", "output_len": 0}, "--output-len must be at least 1"),
+        ({"name": "bogus"}, "--dataset must be one of"),
     ],
 )
-def test_invalid_dataset_flags_are_usage_errors(spec: DatasetSpec, message: str) -> None:
+def test_invalid_dataset_flags_are_usage_errors(fields: dict[str, object], message: str) -> None:
     with pytest.raises(UsageError, match=message):
-        spec.validate()
+        checked(DatasetSpec, fields)
 
 
 def test_load_patterns_make_stages() -> None:
-    assert [s.name for s in LoadPattern(sweep=(1, 4, 16)).stages()] == ["c=1", "c=4", "c=16"]
-    assert LoadPattern(sweep=(1, 4, 16)).max_in_flight() == 16
-    rate = LoadPattern(rate=5.0, concurrency=3)
-    assert rate.stages()[0].rate == 5.0 and rate.stages()[0].concurrency == 3
-    assert LoadPattern(rate=5.0).max_in_flight() is None
-    assert LoadPattern().stages()[0].concurrency == 8
+    sweep = load_from_flags(sweep=(1, 4, 16))
+    assert [s.stage for s in sweep.run_stages()] == ["c=1", "c=4", "c=16"] and sweep.max_in_flight() == 16
+    rate = load_from_flags(rate=5.0, concurrency=3)
+    assert rate.model_dump() == {
+        "kind": "rate", "stages": [{"stage": "rate=5", "rate_requests_per_s": 5.0, "max_concurrency": 3}]
+    }
+    assert load_from_flags(rate=5.0).max_in_flight() is None
+    default = load_from_flags()
+    assert default.kind == "concurrency" and default.fixed_concurrency() == 8
     assert parse_sweep("1, 4,16") == (1, 4, 16)
 
 
 @pytest.mark.parametrize(
-    ("pattern", "message"),
+    ("flags", "message"),
     [
-        (LoadPattern(sweep=(1, 2), concurrency=3), "--sweep runs its own"),
-        (LoadPattern(sweep=(1, 2), rate=3.0), "--sweep runs its own"),
-        (LoadPattern(concurrency=0), "--concurrency must be at least 1"),
-        (LoadPattern(rate=0.0), "--rate must be a positive"),
-        (LoadPattern(sweep=(1, 1)), "twice"),
+        ({"sweep": (1, 2), "concurrency": 3}, "--sweep runs its own"),
+        ({"sweep": (1, 2), "rate": 3.0}, "--sweep runs its own"),
+        ({"concurrency": 0}, "--concurrency must be at least 1"),
+        ({"rate": 0.0}, "--rate must be a positive"),
+        ({"rate": float("inf")}, "--rate must be a positive"),
+        ({"sweep": (1, 1)}, "twice"),
+        ({"sweep": (0, 1)}, "at least 1"),
     ],
 )
-def test_invalid_load_patterns_are_usage_errors(pattern: LoadPattern, message: str) -> None:
+def test_invalid_load_patterns_are_usage_errors(flags: dict[str, Any], message: str) -> None:
     with pytest.raises(UsageError, match=message):
-        pattern.validate()
+        load_from_flags(**flags)
 
 
 def test_bad_sweep_text_is_a_usage_error() -> None:

@@ -232,7 +232,7 @@ def build_run(
         engine=engine,
         model=model,
         workload=workload or {"dataset": "sharegpt", "output_len": 256},
-        config=config or {"concurrency": 32},
+        config=config or {"load": {"kind": "concurrency", "stages": [{"stage": "c=32", "concurrency": 32}]}},
         environment=environment or {},
         server=server or {},
         summary=summary,

@@ -74,14 +74,15 @@ def test_estimate_reports_mbu_and_mfu_when_the_model_size_is_recorded(
     run = make_run(
         output_tps=3200,
         input_tps=1600,
-        config={"concurrency": 32, "num_parameters": 7.6e9, "dtype": "bfloat16"},
+        config={"engine": "torch", "batch_size": 32, "num_parameters": 7_600_000_000, "dtype": "bfloat16"},
     )
     eff = estimate_run(run, "h200", CostProfile(rental_per_gpu_hour=4.0), catalog=catalog).efficiency
     # MFU = 2 x 7.6e9 x 4800 tok/s / 989e12; MBU = 7.6e9 x 2 bytes x (3200 / 32 steps/s) / 3.35e12
     assert eff["mfu"] == pytest.approx(2 * 7.6e9 * 4800 / 989e12)
     assert eff["mbu"] == pytest.approx(7.6e9 * 2 * 100 / 3.35e12)
+    load = {"kind": "concurrency", "stages": [{"stage": "c=8", "concurrency": 8}]}
     missing = estimate_run(
-        make_run(config={"concurrency": 8}), "h200", CostProfile(rental_per_gpu_hour=4.0), catalog=catalog
+        make_run(config={"load": load}), "h200", CostProfile(rental_per_gpu_hour=4.0), catalog=catalog
     ).efficiency
     assert missing["mfu"] is None and "parameter count" in missing["reason"]
 

@@ -193,7 +193,10 @@ def make_run(
         model=model,
         base_url="http://127.0.0.1:18000/v1",
         workload={"dataset": "random", "input_len": 64, "output_len": 32},
-        config=config or {"load": {"kind": "concurrency", "stages": [{"stage": "c=4", "concurrency": 4}]}},
+        config=config if config is not None else (
+            {} if engine == "torch"
+            else {"load": {"kind": "concurrency", "stages": [{"stage": "c=4", "concurrency": 4}]}}
+        ),
         environment=environment if environment is not None else fingerprint(devices[0] if devices else H200),
         server=server
         if server is not None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuledger.engines import torch_engine as te
+from gpuledger.engines.torch import models as te
 from gpuledger.errors import NotFoundError
 
 NAMES = ["smollm2-135m", "qwen2.5-0.5b", "qwen2.5-7b", "llama-3.1-8b"]

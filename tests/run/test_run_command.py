@@ -28,15 +28,15 @@ def test_run_end_to_end_on_the_cpu_with_a_builtin_architecture(
     assert doc["device"]["type"] == "cpu" and doc["dtype"] == "fp32"
     m = doc["metrics"]
     assert m["output_tokens_per_s"] > 0 and m["ttft_ms_p50"] > 0 and m["num_requests"] == 2
-    # power: measured, or the reason it is not (no RAPL on these VMs) and the labelled estimate priced
+    # power: measured, or the reason it is not (no RAPL on these VMs)
     p = doc["power"]
     assert p["measured_w"] is not None or p["reason"]
     assert doc["cost"] is not None and doc["cost"]["per_1m_tokens"] > 0
     # the same hour buys fewer output tokens than tokens in and out: output is priced higher per token
     assert doc["cost"]["per_1m_output_tokens"] > doc["cost"]["per_1m_tokens"]
     assert doc["cost"]["currency"] == "USD" and doc["cost"]["profile"].startswith("cpu-cloud")
-    if p["measured_w"] is None:
-        assert p["priced_is_estimate"] is True and "estimate" in p["priced_source"]
+    if p["measured_w"] is None:  # the cpu-cloud profile is a rental: its price includes the energy
+        assert p["priced_w"] is None and "rental includes energy" in p["priced_source"]
     assert doc["report_html"] == str(html.resolve())
     assert html.read_text(encoding="utf-8").lstrip().lower().startswith("<!doctype html")
     assert doc["doctor"] is not None and doc["doctor"]["stored_id"] is not None

@@ -372,6 +372,7 @@ def test_bench_with_a_hostile_nvidia_smi_exits_0_and_is_bounded(
     assert "hash" in run.environment  # the fingerprint was taken, without nvidia-smi's answer
     assert run.environment.get("nvidia_driver") is None
     if telemetry:
-        status = {s["name"]: s for s in run.config["telemetry"]["sources"]}["nvidia-smi"]
-        assert status["available"] is False and "nvidia-smi" in status["reason"]
+        assert run.config.telemetry is not None and run.config.telemetry.sources is not None
+        status = {s.name: s for s in run.config.telemetry.sources}["nvidia-smi"]
+        assert status.available is False and status.reason is not None and "nvidia-smi" in status.reason
     assert tools.survivors() == []

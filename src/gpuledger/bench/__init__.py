@@ -1,10 +1,21 @@
-"""Benchmark runs: the runner (asyncio, HTTP engines), the run writer (every engine), and the metrics
-(pure functions over stored timestamps)."""
+"""Benchmark runs: the runner (asyncio; the one run lifecycle of every engine), the drivers of its stages,
+the run writer, the spec a command line asks for, and the metrics (pure functions over stored timestamps)."""
 
 from __future__ import annotations
 
+from gpuledger.bench.flags import server_spec, spec_of, torch_spec
 from gpuledger.bench.metrics import parse_slo, summarize
-from gpuledger.bench.runner import BenchConfig, run_bench, run_bench_async
+from gpuledger.bench.runner import Hooks, run_bench, run_bench_async
 from gpuledger.bench.writer import RunWriter
 
-__all__ = ["BenchConfig", "RunWriter", "parse_slo", "run_bench", "run_bench_async", "summarize"]
+__all__ = [
+    "Hooks",
+    "RunWriter",
+    "parse_slo",
+    "run_bench",
+    "run_bench_async",
+    "server_spec",
+    "spec_of",
+    "summarize",
+    "torch_spec",
+]

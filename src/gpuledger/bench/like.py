@@ -1,172 +1,139 @@
 """``gpuledger bench --like RUN``: run again the workload of a stored run, on this machine or server.
 
-"Compare two machines" only means something when both ran the same workload. ``--like`` reads the
-stored run's own record of what it was asked to do and turns it back into ``bench`` flags:
+"Compare two machines" only means something when both ran the same workload. ``--like`` loads the stored
+run's spec (``RunInfo.config``) and makes the new run's spec from it: the spec the command line asks for,
+with the stored workload wherever the command line did not give it (``bench.flags.FLAG_FIELDS`` says which
+fields each workload flag sets).
 
 * server runs (``openai``, ``ollama``): endpoint, dataset (name, file, lengths, range ratio), load
   (concurrency, Poisson rate and cap, or sweep), requests per stage or duration, warm-up, seed, SLOs,
   request timeout and telemetry interval. The server and the model are NOT copied — they are what
   differs between the two runs — so ``--base-url`` and ``--model`` are named again (or defaulted).
-  A run on one server API can be repeated on the other (``chat`` stays ``chat``; ``completions`` and
-  ``generate`` map to each other).
+  A run on one server API can be repeated on the other: the endpoint of the same request shape
+  (``chat`` stays ``chat``; ``completions`` and ``generate`` map to each other).
 * torch runs (``gpuledger run``, ``bench --engine torch``): the model (a dummy architecture or the
   weights' path), batch size, input and output tokens, request count, warm-up, seed and SLOs. The
   device and dtype are not copied: ``auto`` picks what the new machine has.
 
 Flags given on the command line win over the stored ones and are listed in the new run's
-``config.like.overridden``. A dataset file must be byte-identical to the one the run used when the run
-recorded its SHA-256 (runs made since gpuledger recorded it), else the new run would not be the same
-workload: ``InvalidInputError`` (exit 4).
+``config.like.overridden`` when they changed the workload. A dataset file must be byte-identical to the one
+the run used when the run recorded its SHA-256 (runs made since gpuledger recorded it), else the new run
+would not be the same workload: ``InvalidInputError`` (exit 4).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from gpuledger.bench.flags import FLAG_FIELDS, REPEAT_NEEDS, spec_of
+from gpuledger.engines import EngineKind, either, engine_kind, engine_names
 from gpuledger.errors import InvalidInputError, UsageError
-from gpuledger.records import RunInfo, TextGenerationSummary
+from gpuledger.records import BenchSpec, RunInfo, ServerSpec
+from gpuledger.records.spec import LikeOrigin
 from gpuledger.workload.datasets import file_sha256
 
-SERVER_ENGINES = ("openai", "ollama")
-# The same request shape under the other server API.
-_ENDPOINT_FOR = {
-    "openai": {"completions": "completions", "generate": "completions", "chat": "chat"},
-    "ollama": {"completions": "generate", "generate": "generate", "chat": "chat"},
-}
 
-
-@dataclass(slots=True)
-class LikeWorkload:
-    """The stored run's workload as ``bench`` parameter values (parameter name -> value, CLI form)."""
-
-    run_id: str
-    engine: str
-    values: dict[str, Any] = field(default_factory=dict)
-    dataset_sha256: str | None = None
-
-
-def _need(run: RunInfo, mapping: dict[str, Any], key: str, where: str) -> Any:
-    if key not in mapping:
+def stored_spec(run: RunInfo) -> BenchSpec:
+    """The spec to repeat; ``InvalidInputError`` when the run was made by no engine ``--like`` repeats."""
+    spec = run.config
+    if type(spec) is BenchSpec:  # a run that records nothing of its workload
         raise InvalidInputError(
-            f"run {run.id} does not record its {where}.{key}: its workload cannot be repeated with --like"
+            f"run {run.id} does not record its workload: it cannot be repeated with --like"
         )
-    return mapping[key]
+    name = spec.engine or run.engine
+    if name not in engine_names(type(spec)):
+        raise InvalidInputError(f"run {run.id} was made by engine {name!r}: --like cannot repeat it")
+    doc = spec.model_dump(mode="json", by_alias=True)
+    for path in REPEAT_NEEDS[type(spec)]:
+        if _get(doc, path) in (None, MISSING):
+            raise InvalidInputError(
+                f"run {run.id} does not record its config.{path}: its workload cannot be repeated with --like"
+            )
+    return spec
 
 
-def _slo_text(slo: Any) -> str | None:
-    """``{"ttft_ms": 500.0, "met": 3}`` -> ``"ttft_ms=500"`` (the limits only, as ``--slo`` takes them)."""
-    if not isinstance(slo, dict):
-        return None
-    limits = [f"{k}={v:g}" for k, v in slo.items() if k.endswith("_ms") and isinstance(v, int | float)]
-    return ",".join(limits) or None
-
-
-def _load_values(run: RunInfo, load: Any) -> dict[str, Any]:
-    if not isinstance(load, dict) or not isinstance(load.get("stages"), list) or not load["stages"]:
-        raise InvalidInputError(f"run {run.id} does not record its load pattern: it cannot be repeated")
-    kind, stages = load.get("kind"), load["stages"]
-    if kind == "sweep":
-        return {"sweep": ",".join(str(int(s["concurrency"])) for s in stages)}
-    if kind == "rate":
-        st = stages[0]
-        return {"rate": float(st["rate_requests_per_s"]), "concurrency": st.get("max_concurrency")}
-    if kind == "concurrency":
-        return {"concurrency": int(stages[0]["concurrency"])}
-    raise InvalidInputError(f"run {run.id} has a load pattern gpuledger does not know: {kind!r}")
-
-
-def workload_of(run: RunInfo) -> LikeWorkload:
-    """What ``bench`` needs to run ``run``'s workload again (``InvalidInputError`` when the run does not
-    record it)."""
-    cfg = run.config or {}
-    if run.engine == "torch":
-        wl = run.workload or {}
-        values: dict[str, Any] = {
-            "model": run.model,
-            "concurrency": int(_need(run, cfg, "batch_size", "config")),
-            "input_len": int(_need(run, wl, "input_tokens", "workload")),
-            "output_len": int(_need(run, wl, "output_tokens", "workload")),
-            "num_requests": int(_need(run, wl, "num_requests", "workload")),
-            "warmup": 1 if cfg.get("warmup", True) else 0,
-            "seed": int(_need(run, wl, "seed", "workload")),
-            "slo": _slo_text(run.summary.slo.limits() if isinstance(run.summary, TextGenerationSummary)
-                             and run.summary.slo is not None else None),
-        }
-        return LikeWorkload(run.id, "torch", values)
-    if run.engine not in SERVER_ENGINES:
-        raise InvalidInputError(f"run {run.id} was made by engine {run.engine!r}: --like cannot repeat it")
-    ds = _need(run, cfg, "dataset", "config")
-    if not isinstance(ds, dict):
-        raise InvalidInputError(f"run {run.id} does not record its dataset: it cannot be repeated")
-    duration = cfg.get("duration_s")
-    values = {
-        "endpoint": cfg.get("endpoint"),
-        "dataset": _need(run, ds, "name", "config.dataset"),
-        "dataset_path": Path(ds["path"]) if ds.get("path") else None,
-        "input_len": ds.get("input_len"),
-        "output_len": ds.get("output_len"),
-        "range_ratio": float(ds.get("range_ratio") or 0.0),
-        "concurrency": None,
-        "rate": None,
-        "sweep": None,
-        **_load_values(run, cfg.get("load")),
-        "num_requests": None if duration is not None else cfg.get("num_requests_per_stage"),
-        "duration": duration,
-        "warmup": int(cfg.get("warmup", 0)),
-        "seed": int(cfg.get("seed", 0)),
-        "slo": _slo_text(cfg.get("slo")),
-        "request_timeout": float(cfg.get("request_timeout_s", 300.0)),
-        "telemetry_interval": float(cfg.get("telemetry_interval_s", 0.1)),
-    }
-    sha = (run.workload or {}).get("sha256")
-    return LikeWorkload(run.id, run.engine, values, sha if isinstance(sha, str) else None)
-
-
-def apply_like(
-    like: LikeWorkload, params: dict[str, Any], given: set[str]
-) -> tuple[dict[str, Any], list[str]]:
-    """``params`` (the bench command's parameters) with the stored workload filled in wherever the
-    command line did not give a value (``given`` = parameter names set on the command line). Returns the
-    new parameters and the names of the workload parameters the command line overrode."""
-    out = dict(params)
-    if "engine" in given and (out["engine"] == "torch") != (like.engine == "torch"):
-        raise UsageError(
-            f"run {like.run_id} used engine {like.engine}: a torch run's token-id workload and a server's "
-            "text workload are not the same; --like repeats it with "
-            + ("--engine torch" if like.engine == "torch" else "--engine openai or ollama")
-        )
+def engine_of_repeat(run: RunInfo, engine: str, given: set[str]) -> EngineKind:
+    """The engine of the repeat: the stored run's unless ``--engine`` names another of the same kind."""
+    stored = stored_spec(run)
     if "engine" not in given:
-        out["engine"] = like.engine
-    values = dict(like.values)
-    if out["engine"] in SERVER_ENGINES and values.get("endpoint") is not None:
-        values["endpoint"] = _ENDPOINT_FOR[out["engine"]].get(str(values["endpoint"]), values["endpoint"])
-    load_flags = {"concurrency", "rate", "sweep"}
-    load_given = bool(load_flags & given)
-    count_given = bool({"num_requests", "duration"} & given)
-    overridden: list[str] = []
-    for name, value in values.items():
-        if name in given:
-            if out.get(name) != value:
-                overridden.append(name)
-            continue
-        if name in load_flags and load_given:
-            continue  # a load pattern given here replaces the stored one whole
-        if name in ("num_requests", "duration") and count_given:
-            continue
-        out[name] = value
-    return out, overridden
+        return engine_kind(stored.engine or run.engine)
+    kind = engine_kind(engine)
+    if kind.spec is not type(stored):
+        same = either(engine_names(type(stored)))
+        raise UsageError(
+            f"run {run.id} used engine {stored.engine or run.engine}: a torch run's token-id workload and a "
+            f"server's text workload are not the same; --like repeats it with --engine {same}"
+        )
+    return kind
 
 
-def check_dataset(like: LikeWorkload, path: Path | None) -> None:
+MISSING = object()
+
+
+def _get(doc: Any, path: str) -> Any:
+    """The value at ``path`` (``dataset.output_len``); ``MISSING`` when a part above it is absent."""
+    for part in path.split("."):
+        if not isinstance(doc, dict) or part not in doc:
+            return MISSING
+        doc = doc[part]
+    return doc
+
+
+def _set(doc: dict[str, Any], path: str, value: Any) -> None:
+    *parents, last = path.split(".")
+    for part in parents:
+        child = doc.get(part)
+        if not isinstance(child, dict):
+            child = doc[part] = {}
+        doc = child
+    doc[last] = value
+
+
+def repeat(run: RunInfo, asked: Mapping[str, Any], kind: EngineKind, given: set[str]) -> BenchSpec:
+    """The spec of ``asked`` (the document the command line makes, ``bench.flags.flags_document``) with
+    ``run``'s workload wherever the command line did not give it (``given``: the parameter names set
+    there), and ``like`` saying where it came from and which given flags changed it."""
+    stored = stored_spec(run)
+    fields = FLAG_FIELDS[kind.spec]
+    base = stored.model_dump(mode="json", by_alias=True)
+    doc = dict(asked)
+    from_command_line = {p for flag in given & set(fields) for p in fields[flag]}
+    for flag, paths in fields.items():
+        for path in paths:
+            value = _get(base, path)
+            if flag not in given and path not in from_command_line and value is not MISSING:
+                _set(doc, path, value)
+    if isinstance(stored, ServerSpec) and "endpoint" not in given:
+        doc["endpoint"] = _same_shape(stored, kind)
+    overridden = sorted(
+        f for f in given & set(fields) if any(_get(base, p) != _get(doc, p) for p in fields[f])
+    )
+    doc["like"] = LikeOrigin(run_id=run.id, overridden=overridden).model_dump()
+    return spec_of(kind, doc)
+
+
+def _same_shape(stored: ServerSpec, kind: EngineKind) -> str | None:
+    """The endpoint of ``kind`` that takes the stored endpoint's request shape (``chat``, ``prompt``)."""
+    was = engine_kind(stored.engine) if stored.engine in engine_names() else None
+    endpoint = stored.endpoint
+    shape = was.endpoints.get(endpoint or "") if was is not None else None
+    return kind.endpoint_for(shape) if shape else endpoint
+
+
+def check_dataset(run: RunInfo, path: Path | None) -> None:
     """The dataset file must be the one the stored run read (when it recorded its SHA-256)."""
-    if like.dataset_sha256 is None or path is None:
+    sha = (run.workload or {}).get("sha256")
+    if not isinstance(sha, str) or path is None:
         return
     found = file_sha256(path)
-    if found != like.dataset_sha256:
+    if found != sha:
         raise InvalidInputError(
-            f"dataset file {path} is not the one run {like.run_id} used ({found[:19]}… here, "
-            f"{like.dataset_sha256[:19]}… recorded): the workload would differ",
+            f"dataset file {path} is not the one run {run.id} used ({found[:19]}… here, "
+            f"{sha[:19]}… recorded): the workload would differ",
             hint="pass the same file with --dataset-path",
         )
+
+
+__all__ = ["check_dataset", "engine_of_repeat", "repeat", "stored_spec"]

@@ -324,11 +324,4 @@ def _summary_fields(records: Sequence[RequestRecord], slo: dict[str, float]) -> 
 def summarize_run(info: RunInfo, records: Sequence[RequestRecord]) -> TextGenerationSummary:
     """The summary of a stored run recomputed from its requests, with the SLOs and sweep stages it was
     run with (for a run that was never finalised: killed, or its writer died)."""
-    cfg = info.config or {}
-    raw_slo = cfg.get("slo")
-    slo = {k: float(v) for k, v in raw_slo.items() if k in SLO_KEYS} if isinstance(raw_slo, dict) else {}
-    load = cfg.get("load")
-    stages: list[dict[str, Any]] | None = None
-    if isinstance(load, dict) and load.get("kind") == "sweep" and isinstance(load.get("stages"), list):
-        stages = [dict(s) for s in load["stages"] if isinstance(s, dict) and "stage" in s]
-    return summarize(records, slo=slo, stages=stages or None)
+    return summarize(records, slo=info.config.slo_limits(), stages=info.config.summary_stages())

@@ -1,13 +1,14 @@
 """``RunWriter``: the one way a measured run reaches the store, for every engine.
 
-It creates the run (with the environment fingerprint), writes every finished request as soon as it
+It creates the run (with the environment fingerprint its caller took: ``gpuledger.lock.fingerprint()``
+from the CLI), writes every finished request as soon as it
 finishes (on a writer thread, so a commit never stalls the measuring event loop; requests that finish
 while a commit is running go into the next one), samples telemetry over the measured window, records
 the client's own CPU use, and finally stores the summary (``gpuledger.bench.metrics.summarize`` over
 the requests read back from the store) and the run's status. HTTP engines and the in-process torch
 engine use it alike, so cost, compare and report treat their runs the same way.
 
-    writer = RunWriter(store, RunInfo(id="", engine="torch", model=...), telemetry=True)
+    writer = RunWriter(store, RunInfo(id="", engine="torch", model=...), telemetry=True, environment=fp)
     run_id = writer.start()                 # t0 = now; writer.t0 is on time.perf_counter()'s clock
     writer.add(record)                      # times relative to writer.t0; thread-safe
     info = writer.finish("complete")        # or "incomplete" after Ctrl-C / SIGTERM
@@ -15,15 +16,16 @@ engine use it alike, so cost, compare and report treat their runs the same way.
 
 from __future__ import annotations
 
-import importlib
 import os
 import platform
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import psutil
 
 from gpuledger import __version__
@@ -38,27 +40,17 @@ from gpuledger.bench.request_writer import (
 )
 from gpuledger.engines.base import GenResult
 from gpuledger.errors import GpuledgerError, StoreError
+from gpuledger.facts.cpu import usable_cpus
 from gpuledger.records import RequestRecord, RunInfo, RunStatus, TelemetrySample
+from gpuledger.records.spec import TelemetryRecord, TelemetrySource
 from gpuledger.store.engine import StoreLockedError
 from gpuledger.store.exchange import telemetry_problem
+from gpuledger.telemetry import BackgroundSampler, Sampler, SourceStatus, close_sources, open_sources
 
-__all__ = ["RunWriter", "StoreLike", "environment_fingerprint"]
+__all__ = ["RunWriter", "StoreLike"]
 
 # Above this share of one core the client itself may have limited the run.
 CLIENT_CPU_WARN_RATIO = 0.85
-
-
-def environment_fingerprint() -> dict[str, Any]:
-    """``gpuledger.lock.fingerprint()``, or ``{"error": why}`` when it cannot be taken."""
-    try:
-        lock = importlib.import_module("gpuledger.lock")
-    except ImportError as exc:
-        return {"error": f"environment fingerprint unavailable: {exc}"}
-    try:
-        fp = lock.fingerprint()
-    except (GpuledgerError, OSError) as exc:
-        return {"error": f"environment fingerprint failed: {exc}"}
-    return dict(fp)
 
 
 # The final flush (finish): how long the writer keeps trying to save what is queued. A finished run may
@@ -89,7 +81,12 @@ class RunWriter:
     happens while the run goes on: the store is locked by another process and finished requests wait in
     memory, or a request was stored as failed because the store cannot keep one of its values. Each is
     said once per run, and also kept in ``RunInfo.client["warnings"]``. ``backlog_limit_bytes`` bounds
-    the requests that wait while the store is locked (docs/contracts.md)."""
+    the requests that wait while the store is locked (docs/contracts.md).
+
+    ``environment`` is the machine's fingerprint the caller took (``gpuledger.lock.fingerprint()``, or
+    ``{"error": why}``), stored as ``RunInfo.environment`` unless the run already has one.
+    ``in_process`` says the engine computes in this process (the note stored with the client's CPU use:
+    that CPU time is the model's, not client overhead limiting the run)."""
 
     def __init__(
         self,
@@ -103,8 +100,12 @@ class RunWriter:
         stages: list[dict[str, Any]] | None = None,
         on_warning: Warn | None = None,
         backlog_limit_bytes: int = BACKLOG_LIMIT_BYTES,
+        environment: Mapping[str, Any] | None = None,
+        in_process: str | None = None,
     ) -> None:
         self.store = store
+        self.environment = dict(environment) if environment is not None else None
+        self.in_process = in_process
         self.on_warning = on_warning
         self.backlog_limit_bytes = backlog_limit_bytes
         self.info = info
@@ -117,9 +118,9 @@ class RunWriter:
         self.t0 = 0.0
         self.t0_monotonic = 0.0
         self._thread: StoreThread | None = None
-        self._sampler: Any = None
-        self._sources: list[Any] = []
-        self._telemetry_note: dict[str, Any] = {}
+        self._sampler: BackgroundSampler | None = None
+        self._sources: list[Sampler] = []
+        self._note = TelemetryRecord(enabled=telemetry, interval_s=telemetry_interval_s)
         self._proc = psutil.Process()
         self._cpu0: _Cpu | None = None
         self._finished = False
@@ -128,14 +129,14 @@ class RunWriter:
     def start(self) -> str:
         """Create the run (status ``running``), start telemetry; the measured window starts now."""
         info = self.info
-        if not info.environment:
-            info.environment = environment_fingerprint()
+        if not info.environment and self.environment is not None:
+            info.environment = self.environment
         info.status = "running"
         info.unit = info.unit or "token"
         now = datetime.now(UTC)
         info.created_at = info.created_at or now
         sources = self._open_telemetry()
-        info.config = {**info.config, "telemetry": self._telemetry_note}
+        info.config = info.config.model_copy(update={"telemetry": self._note})
         try:
             self.run_id = self.store.create_run(info)
         except BaseException:
@@ -154,39 +155,32 @@ class RunWriter:
             self._stop_telemetry()
             raise
         if sources:
-            from gpuledger.telemetry import BackgroundSampler
-
             self._sampler = BackgroundSampler(
                 sources, interval_s=self.telemetry_interval_s, t0=self.t0_monotonic
             ).start()
         self._cpu0 = _cpu_now(self._proc)
         return self.run_id
 
-    def _open_telemetry(self) -> list[Any]:
-        note: dict[str, Any] = {"enabled": self.telemetry, "interval_s": self.telemetry_interval_s}
-        self._telemetry_note = note
+    def _open_telemetry(self) -> list[Sampler]:
         if not self.telemetry:
-            return []
-        try:
-            from gpuledger.telemetry import open_sources
-        except ImportError as exc:
-            note["error"] = f"telemetry unavailable: {exc}"
             return []
         self._sources = open_sources(self.telemetry_root)
         return self._sources
+
+    def _noted(self, **fields: Any) -> None:
+        """Add what the writer found about telemetry to the run's spec (``config.telemetry``)."""
+        self._note = self._note.model_copy(update=fields)
 
     def _stop_telemetry(self) -> tuple[list[TelemetrySample], list[dict[str, Any]]]:
         sampler, self._sampler = self._sampler, None
         if not self._sources:
             return [], []
-        from gpuledger.telemetry import close_sources
-
         try:
             if sampler is None:
                 return [], []
             samples = sampler.stop()
             summaries = [s.to_dict() for s in sampler.summaries()]
-            self._telemetry_note["sources"] = sampler.statuses()
+            self._noted(sources=[_source(s) for s in sampler.statuses()])
             return samples, summaries
         finally:
             close_sources(self._sources)
@@ -220,10 +214,7 @@ class RunWriter:
         cpu1 = _cpu_now(self._proc)
         wall = max(cpu1.wall - cpu0.wall, 1e-9)
         user, system = cpu1.user - cpu0.user, cpu1.system - cpu0.system
-        try:
-            cores = len(os.sched_getaffinity(0))
-        except AttributeError:
-            cores = psutil.cpu_count() or 1
+        cores = usable_cpus()
         ratio = (user + system) / wall
         out: dict[str, Any] = {
             "cpu_user_s": user,
@@ -235,14 +226,13 @@ class RunWriter:
             "source": "psutil process cpu_times over the measured window",
             "python": platform.python_version(),
             "gpuledger": __version__,
+            "aiohttp": aiohttp.__version__,
         }
-        try:
-            import aiohttp
-
-            out["aiohttp"] = aiohttp.__version__
-        except ImportError:
-            pass
-        if ratio >= CLIENT_CPU_WARN_RATIO:
+        if self.in_process is not None:
+            # In-process, this process IS the engine: its CPU time is the model's computation.
+            out["in_process_engine"] = True
+            out["note"] = self.in_process
+        elif ratio >= CLIENT_CPU_WARN_RATIO:
             out["warnings"] = [
                 f"the client used {ratio:.0%} of one CPU core during the window: it may have limited the run"
             ]
@@ -283,13 +273,12 @@ class RunWriter:
         unstorable = [why for why in map(telemetry_problem, samples) if why]
         if unstorable:  # a reading the store cannot keep (a name from a tool's output, say) is left out
             samples = [s for s in samples if telemetry_problem(s) is None]
-            left_out = f"{len(unstorable)} samples; the first: {unstorable[0]}"
-            self._telemetry_note["samples_left_out"] = left_out
+            self._noted(samples_left_out=f"{len(unstorable)} samples; the first: {unstorable[0]}")
         if samples:
             try:
                 self.store.add_telemetry(self.run_id, samples, lock_wait_s=lock_wait())
             except StoreLockedError as exc:
-                self._telemetry_note["samples_not_saved"] = f"{len(samples)} samples: {exc.message}"
+                self._noted(samples_not_saved=f"{len(samples)} samples: {exc.message}")
         records = self.store.get_requests(self.run_id)
         summary = summarize(records, slo=self.slo, stages=self.stages)
         if extra_summary:
@@ -300,7 +289,7 @@ class RunWriter:
             "summary": summary,
             "telemetry_summary": summaries,
             "client": client,
-            "config": {**self.info.config, "telemetry": self._telemetry_note},
+            "config": self.info.config.model_copy(update={"telemetry": self._note}),
             "duration_s": t_end - self.t0,
             "finished_at": datetime.now(UTC),
             "num_requests": len(records),
@@ -379,3 +368,8 @@ def _final_status(
     if records and not any(r.ok for r in records):
         return "failed"
     return status
+
+
+def _source(status: SourceStatus) -> TelemetrySource:
+    return TelemetrySource(name=status.name, available=status.available, reason=status.reason,
+                           devices=list(status.devices))

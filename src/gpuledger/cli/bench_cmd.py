@@ -18,16 +18,22 @@ from rich.markup import escape
 from rich.table import Table
 
 from gpuledger.cli.common import DbOpt, JsonOpt, console, err_console, print_json
-from gpuledger.errors import EngineError, Interrupted, UsageError
+from gpuledger.engines import DEFAULT_BASE_URLS, ENGINE_KINDS, engine_kind
+from gpuledger.errors import EngineError, GpuledgerError, Interrupted
 from gpuledger.records import dump_summary
 
 if TYPE_CHECKING:
-    from gpuledger.bench.like import LikeWorkload
     from gpuledger.records import RunInfo
 
-# The same defaults as gpuledger.engines.DEFAULT_BASE_URLS, kept literal here so that the CLI does not
-# import the HTTP stack just to print its help (tests/test_cli.py checks the two agree).
-DEFAULT_BASE_URLS = {"openai": "http://127.0.0.1:8000", "ollama": "http://127.0.0.1:11434"}
+# The engine registry is cheap to import (no HTTP stack, no torch): the options' help is written from it.
+ENGINE_HELP = "; ".join(f"{k.name}: {k.about}" for k in ENGINE_KINDS.values()) + "."
+BASE_URL_HELP = "Server URL (default " + ", ".join(
+    f"{url} for {name}" for name, url in DEFAULT_BASE_URLS.items()
+) + ")."
+ENDPOINT_HELP = "; ".join(
+    f"{k.name}: " + " | ".join(f"{e} (default)" if e == k.default_endpoint else e for e in k.endpoints)
+    for k in ENGINE_KINDS.values() if k.endpoints
+) + "."
 
 
 def _num(v: Any, fmt: str = ".1f", unit: str = "") -> str:
@@ -61,11 +67,11 @@ def render_run(info: RunInfo) -> None:
         f"[bold]run {info.id}[/bold]  {info.status}  engine={info.engine}  server={escape(who)}  "
         f"model={escape(info.model)}" + (f"  label={escape(info.label)}" if info.label else "")
     )
-    like = info.config.get("like")
-    if like:
-        changed = ", ".join("--" + n.replace("_", "-") for n in like.get("overridden", []))
+    like = info.config.like
+    if like is not None:
+        changed = ", ".join("--" + n.replace("_", "-") for n in like.overridden)
         console.print(
-            f"workload of run {like['run_id']}" + (f" (overridden here: {changed})" if changed else "")
+            f"workload of run {like.run_id}" + (f" (overridden here: {changed})" if changed else "")
         )
     t = Table(title="Throughput (measured window)", title_justify="left", show_header=False)
     t.add_column("metric")
@@ -204,16 +210,15 @@ def _from_command_line(ctx: typer.Context, name: str) -> bool:
     return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
 
 
-def _run_torch(store: Any, *, progress: bool, **kwargs: Any) -> RunInfo:
-    """``--engine torch``: the in-process engine measures and records through the same RunWriter
-    (torch itself is imported by that module, lazily; without it the call says so in one line)."""
-    from gpuledger.engines.torch_engine import run_torch_bench
+def environment_fingerprint() -> dict[str, Any]:
+    """This machine's stack (``gpuledger.lock.fingerprint()``), or ``{"error": why}`` when it cannot be
+    taken: stored with every run (``RunInfo.environment``)."""
+    from gpuledger.lock import fingerprint
 
-    def phase(text: str) -> None:
-        if progress:
-            err_console.print(f"[dim]{escape(text)}[/dim]")
-
-    return run_torch_bench(store, on_phase=phase, **kwargs).run
+    try:
+        return dict(fingerprint())
+    except (GpuledgerError, OSError) as exc:
+        return {"error": f"environment fingerprint failed: {exc}"}
 
 
 def bench(
@@ -221,15 +226,14 @@ def bench(
     engine: Annotated[
         str,
         typer.Option(
-            "--engine", help="openai (vLLM, SGLang, llama.cpp, TGI, …), ollama, or torch (in-process)."
+            "--engine", help=ENGINE_HELP
         ),
     ] = "openai",
     base_url: Annotated[
         str | None,
         typer.Option(
             "--base-url",
-            help=f"Server URL (default {DEFAULT_BASE_URLS['openai']} for openai, "
-            f"{DEFAULT_BASE_URLS['ollama']} for ollama).",
+            help=BASE_URL_HELP,
         ),
     ] = None,
     model: Annotated[
@@ -238,7 +242,7 @@ def bench(
     endpoint: Annotated[
         str | None,
         typer.Option(
-            "--endpoint", help="openai: completions (default) | chat; ollama: generate (default) | chat."
+            "--endpoint", help=ENDPOINT_HELP
         ),
     ] = None,
     dataset: Annotated[
@@ -345,121 +349,44 @@ def bench(
     json_out: JsonOpt = False,
 ) -> None:
     """Measure tokens/s, TTFT, TPOT, ITL and E2E of a server under load, with telemetry; store the run."""
+    from gpuledger.bench.flags import flags_document, require, spec_of
+    from gpuledger.bench.like import check_dataset, engine_of_repeat, repeat
+    from gpuledger.bench.runner import Hooks, run_bench_async
+    from gpuledger.records import ServerSpec
     from gpuledger.store import open_store
 
-    like_info: dict[str, Any] | None = None
-    like_workload: LikeWorkload | None = None
+    values = dict(ctx.params)
+    given = {name for name in values if _from_command_line(ctx, name)}
+    stored = None
     if like is not None:
-        from gpuledger.bench.like import apply_like, workload_of
-
-        params = dict(ctx.params)
-        given = {name for name in params if _from_command_line(ctx, name)}
         with open_store(db) as store:
-            workload = workload_of(store.get_run(like))
-        params, overridden = apply_like(workload, params, given)
-        like_info = {"run_id": workload.run_id, "overridden": sorted(overridden)}
-        like_workload = workload
-        engine, model, endpoint = params["engine"], params["model"], params["endpoint"]
-        dataset, dataset_path = params["dataset"], params["dataset_path"]
-        input_len, output_len, range_ratio = params["input_len"], params["output_len"], params["range_ratio"]
-        concurrency, rate, sweep = params["concurrency"], params["rate"], params["sweep"]
-        num_requests, duration, warmup = params["num_requests"], params["duration"], params["warmup"]
-        seed, slo = params["seed"], params["slo"]
-        request_timeout, telemetry_interval = params["request_timeout"], params["telemetry_interval"]
-
-    if engine not in ("openai", "ollama", "torch"):
-        raise UsageError(f"--engine must be openai, ollama or torch, got {engine!r}")
-    from gpuledger.bench.metrics import parse_slo
-    from gpuledger.bench.runner import BenchConfig, run_bench_async
-    from gpuledger.workload.datasets import DatasetSpec
-    from gpuledger.workload.load import LoadPattern, parse_sweep
-
-    slo_limits = parse_slo(slo)
-    if engine != "torch" and (device is not None or dtype is not None):
-        raise UsageError("--device and --dtype are for --engine torch only")
+            stored = store.get_run(like)
+        kind = engine_of_repeat(stored, engine, given)
+    else:
+        kind = engine_kind(engine)
+    asked = flags_document(kind, values)
+    spec = repeat(stored, asked, kind, given) if stored is not None else spec_of(kind, asked)
+    require(spec)  # every flag problem is exit 2 before anything is opened
+    if stored is not None and isinstance(spec, ServerSpec) and spec.dataset is not None:
+        check_dataset(stored, spec.dataset.path)
     show_progress = progress and err_console.is_terminal
 
-    if engine == "torch":
-        if base_url is not None or endpoint is not None or dataset is not None or dataset_path is not None:
-            raise UsageError(
-                "--engine torch runs in-process: --base-url, --endpoint and --dataset do not apply"
-            )
-        if rate is not None or sweep is not None or duration is not None:
-            raise UsageError("--engine torch supports --concurrency (the batch size) and --num-requests only")
-        if model is None:
-            raise UsageError("--engine torch needs --model (dummy:NAME, a directory, or a Hugging Face id)")
-        store = open_store(db)
-        try:
-            info = _run_torch(
-                store,
-                progress=show_progress,
-                model=model,
-                device=device or "auto",
-                dtype=dtype or "auto",
-                batch_size=concurrency or 1,
-                input_tokens=input_len or 128,
-                output_tokens=output_len or 128,
-                num_requests=num_requests,
-                warmup=warmup > 0,
-                seed=seed,
-                slo=slo_limits,
-                label=label,
-                telemetry=telemetry,
-                telemetry_interval_s=telemetry_interval,
-                like=like_info,
-            )
-        finally:
-            store.close()
-        _emit(info, json_out)
-        return
+    def created(run_id: str) -> None:
+        if show_progress:
+            err_console.print(f"run [bold]{run_id}[/bold]: measuring…")
 
-    ds_name = dataset or ("random" if input_len is not None else "builtin")
-    cfg = BenchConfig(
-        engine=engine,
-        base_url=base_url,
-        model=model,
-        endpoint=endpoint,
-        dataset=DatasetSpec(
-            name=ds_name,
-            path=dataset_path,
-            input_len=input_len,
-            output_len=output_len,
-            range_ratio=range_ratio,
-            seed=seed,
-        ),
-        load=LoadPattern(concurrency=concurrency, rate=rate, sweep=parse_sweep(sweep)),
-        num_requests=num_requests,
-        duration_s=duration,
-        warmup=warmup,
-        slo=slo_limits,
-        label=label,
-        telemetry=telemetry,
-        telemetry_interval_s=telemetry_interval,
-        server_metrics=server_metrics,
-        server_metrics_interval_s=server_metrics_interval,
-        request_timeout_s=request_timeout,
-        api_key_env=api_key_env,
-        seed=seed,
-        like=like_info,
-    )
-    cfg.validate()  # every flag problem is exit 2 before anything is opened
-    if like_workload is not None:
-        from gpuledger.bench.like import check_dataset
+    def warned(text: str) -> None:  # the store writer's, while the run goes on (RunWriter)
+        err_console.print(f"[yellow]warning:[/yellow] {escape(text)}")
 
-        check_dataset(like_workload, dataset_path)
+    def phase(text: str) -> None:  # the engine's (planning and loading a model) and the runner's
+        if show_progress:
+            err_console.print(f"[dim]{escape(text)}[/dim]")
+
+    hooks = Hooks(on_run_created=created, on_warning=warned, on_phase=phase,
+                  environment=environment_fingerprint)
     store = open_store(db)
     try:
-
-        def created(run_id: str) -> None:
-            if show_progress:
-                err_console.print(f"run [bold]{run_id}[/bold]: measuring…")
-
-        def warned(text: str) -> None:  # the store writer's, while the run goes on (RunWriter)
-            err_console.print(f"[yellow]warning:[/yellow] {escape(text)}")
-
-        info = asyncio.run(
-            run_bench_async(cfg, store, progress=show_progress, on_run_created=created, on_warning=warned)
-        )
+        info = asyncio.run(run_bench_async(spec, store, progress=show_progress, hooks=hooks))
     finally:
         store.close()
     _emit(info, json_out)

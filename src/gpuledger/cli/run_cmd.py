@@ -8,9 +8,11 @@ a traceback; only a bench that cannot run at all ends the command with its exit 
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -28,13 +30,24 @@ from rich.progress import (
 
 from gpuledger.cli.common import DbOpt, JsonOpt, console, err_console, print_json
 from gpuledger.cli.files import check_target, write_output
-from gpuledger.errors import GpuledgerError, InvalidInputError, MissingDependencyError, UsageError
+from gpuledger.errors import (
+    EngineError,
+    GpuledgerError,
+    Interrupted,
+    InvalidInputError,
+    MissingDependencyError,
+    UsageError,
+)
 from gpuledger.records import dump_summary
 
 if TYPE_CHECKING:
+    from gpuledger.bench.choice import RunChoice
     from gpuledger.cost import CostProfile
-    from gpuledger.engines.torch_engine import TorchBenchResult
+    from gpuledger.engines.torch.device import DeviceInfo
+    from gpuledger.engines.torch.models import ModelPlan
+    from gpuledger.quantity import Quantity
     from gpuledger.records import RunInfo
+    from gpuledger.records.torchspec import MemoryEstimate
     from gpuledger.store import Store
 
 NA = "n/a"
@@ -50,7 +63,7 @@ class _Steps:
     def phase(self, text: str) -> None:
         self.progress.update(self.task, description=escape(text), total=None, completed=0)
 
-    def advance(self, done: int, total: int) -> None:
+    def advance(self, done: int, total: int | None) -> None:
         self.progress.update(self.task, total=total, completed=done)
 
 
@@ -191,8 +204,21 @@ def _money_key(cost: dict[str, Any], suffix: str) -> tuple[str | None, Any]:
     return None, None
 
 
+@dataclass(slots=True)
+class MeasuredRun:
+    """The stored run and the in-process engine's own view of it (the plan, device and memory it used)."""
+
+    run: RunInfo
+    plan: ModelPlan
+    device: DeviceInfo
+    dtype: str
+    estimate: MemoryEstimate
+    peak_memory: Quantity
+    warnings: list[str]
+
+
 def _document(
-    bench: TorchBenchResult, doctor: dict[str, Any] | None, cost: dict[str, Any] | None,
+    bench: MeasuredRun, doctor: dict[str, Any] | None, cost: dict[str, Any] | None,
     html: str | None, missing: list[str], reason: str, skipped: list[str],
 ) -> dict[str, Any]:
     run = bench.run
@@ -212,7 +238,7 @@ def _document(
         "model_choice": {"reason": reason, "skipped": skipped},
         "device": bench.device.to_dict(),
         "dtype": bench.dtype,
-        "workload": {**run.workload, "batch_size": run.config.get("batch_size")},
+        "workload": {**run.workload, "batch_size": run.config.fixed_concurrency()},
         "doctor": doctor,
         "metrics": {
             "output_tokens_per_s": s.get("output_tokens_per_s"),
@@ -261,7 +287,7 @@ def _fmt(value: Any, spec: str, unit: str = "") -> str:
 
 
 def _render(doc: dict[str, Any]) -> None:
-    from gpuledger.engines.torch_engine import gib
+    from gpuledger.records.torchspec import gib
 
     dev = doc["device"]
     m = doc["metrics"]
@@ -357,17 +383,20 @@ def run_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """The whole evaluation in one command: doctor → bench (in-process PyTorch) → cost → HTML report."""
-    from gpuledger.engines import torch_engine as te
+    from gpuledger.bench.choice import choose_run
+    from gpuledger.engines.torch.device import DEVICE_CHOICES
+    from gpuledger.engines.torch.imports import torch_status
+    from gpuledger.records.torchspec import GIB
     from gpuledger.store import open_store
 
-    if device not in te.DEVICE_CHOICES:
-        raise UsageError(f"--device must be one of {', '.join(te.DEVICE_CHOICES)} (got {device!r})")
+    if device not in DEVICE_CHOICES:
+        raise UsageError(f"--device must be one of {', '.join(DEVICE_CHOICES)} (got {device!r})")
     if html is not None and html.suffix.lower() not in (".html", ".htm"):
         raise InvalidInputError(f"--html {html}: give a file name ending in .html or .htm")
     if html is not None:
         check_target(html)  # before minutes of work, not after
-    budget = int(memory_budget * te.GIB) if memory_budget is not None else None
-    ok, why = te.torch_status()
+    budget = int(memory_budget * GIB) if memory_budget is not None else None
+    ok, why = torch_status()
     if not ok:  # before minutes of doctoring: without torch there is nothing to measure in-process
         raise MissingDependencyError(
             why, hint="doctor, lock, bench against a server, cost, compare and report work without it"
@@ -382,26 +411,10 @@ def run_cmd(
     try:
         with _steps() as steps:
             steps.phase("choosing device and model")  # first: a model that cannot run fails at once
-            choice = te.choose_run(device, model, dtype, quick, budget)
+            choice = choose_run(device, model, dtype, quick, budget)
             steps.phase("doctor: collecting facts about the stack")
             doctor = _doctor_step(store, missing)
-            shape = choice.workload
-            bench = te.run_torch_bench(
-                store,
-                model=choice.plan.spec,
-                plan=choice.plan,
-                device=device,
-                dtype=choice.dtype,
-                batch_size=shape.batch_size,
-                input_tokens=shape.input_tokens,
-                output_tokens=shape.output_tokens,
-                num_requests=shape.num_requests,
-                max_duration_s=shape.max_duration_s,
-                memory_budget_bytes=budget,
-                label=label or "gpuledger run",
-                on_phase=steps.phase,
-                on_progress=steps.advance,
-            )
+            bench = _bench_step(store, choice, device, label or "gpuledger run", budget, steps)
             steps.phase("cost")
             cost = _cost_step(store, bench.run, prof, missing)
             steps.phase("report")
@@ -413,6 +426,31 @@ def run_cmd(
         print_json(doc)
     else:
         _render(doc)
+
+
+def _bench_step(
+    store: Store, choice: RunChoice, device: str, label: str, budget: int | None, steps: _Steps
+) -> MeasuredRun:
+    """The chosen model measured in-process through the bench's run lifecycle; Ctrl-C keeps the finished
+    requests as an incomplete run and ends the command (exit 130)."""
+    from gpuledger.bench.runner import Hooks, run_bench_async
+    from gpuledger.cli.bench_cmd import environment_fingerprint
+    from gpuledger.engines.torch.engine import TorchEngine
+
+    spec = choice.spec(device=device, label=label, memory_budget_bytes=budget)
+    engine = TorchEngine(spec, on_phase=steps.phase, plan=choice.plan)
+    hooks = Hooks(on_phase=steps.phase, on_progress=steps.advance, environment=environment_fingerprint)
+    run = asyncio.run(run_bench_async(spec, store, engine=engine, hooks=hooks))
+    stopped = run.summary.interrupted if run.summary is not None else None
+    if stopped is not None:
+        raise Interrupted(
+            f"{stopped.signal}: run {run.id} saved as incomplete with {stopped.finished_requests} finished "
+            "requests"
+        )
+    if engine.device is None or engine.dtype is None or engine.estimate is None or engine.peak is None:
+        raise EngineError(f"run {run.id}: the torch engine did not report its device and memory")
+    return MeasuredRun(run, choice.plan, engine.device, engine.dtype, engine.estimate, engine.peak,
+                       list(run.server.get("warnings", [])))
 
 
 def register(app: typer.Typer) -> None:

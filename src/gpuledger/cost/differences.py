@@ -9,7 +9,7 @@ from typing import Any
 from gpuledger.bench.server_state import QUEUE_NOTE_MS
 from gpuledger.cost.runcost import RunCost
 from gpuledger.cost.runview import flat
-from gpuledger.records import RunInfo, RunSummary
+from gpuledger.records import RunInfo, RunSummary, dump_spec
 
 # Environment/config keys are compared by their words (``torch.cuda_version`` -> torch, cuda, version).
 _VENDOR_STACK_WORDS = frozenset(
@@ -157,7 +157,7 @@ def comparison_warnings(a: RunCost, b: RunCost) -> list[str]:
             + ", ".join(f"{k} = {wa.get(k)!r} vs {wb.get(k)!r}" for k in diff[:6])
             + (f" (+{len(diff) - 6} more)" if len(diff) > 6 else "")
         )
-    ca, cb = flat(ra.config or {}), flat(rb.config or {})
+    ca, cb = flat(dump_spec(ra.config)), flat(dump_spec(rb.config))
     cdiff = sorted(
         k
         for k in set(ca) | set(cb)

@@ -8,7 +8,7 @@ Power on the target = the target's TDP x the fraction of TDP the source drew (wh
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -35,29 +35,23 @@ from gpuledger.cost.tokens import prefill_share_of
 from gpuledger.errors import InvalidInputError, NotFoundError
 from gpuledger.records import DoctorRunRecord, Latency, RunInfo, RunSummary, TextGenerationSummary
 
-_PARAM_KEYS = ("num_parameters", "param_count", "parameters", "model_parameters", "n_params")
-_CONCURRENCY_KEYS = ("concurrency", "max_concurrency", "batch_size", "num_concurrent")
+
+def _parameters(run: RunInfo) -> float | None:
+    """The model's parameter count, when the run's spec records it (the in-process engine's plan)."""
+    value = run.config.parameter_count()
+    return float(value) if value else None
 
 
-def _lookup(run: RunInfo, keys: Sequence[str]) -> float | None:
-    for where in (run.config, run.workload, run.server):
-        if not isinstance(where, Mapping):
-            continue
-        for key in keys:
-            value = where.get(key)
-            if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-                return float(value)
-    return None
+def _concurrency(run: RunInfo) -> float | None:
+    """Requests in flight during the whole run, when that was fixed (a batch, one concurrency)."""
+    value = run.config.fixed_concurrency()
+    return float(value) if value else None
 
 
 def run_dtype(run: RunInfo) -> str | None:
-    for where in (run.config, run.workload, run.server):
-        if isinstance(where, Mapping):
-            for key in ("dtype", "torch_dtype", "quantization", "precision"):
-                value = where.get(key)
-                if isinstance(value, str) and normalise_dtype(value):
-                    return value
-    return None
+    """The dtype the run's model computed in, when its spec records one the catalog knows."""
+    value = run.config.precision()
+    return value if value and normalise_dtype(value) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +93,7 @@ def _efficiency(
     run: RunInfo, summary: RunSummary, spec: GpuSpec, n: int, dtype: str | None
 ) -> dict[str, Any]:
     """MBU/MFU of the measured run on its GPU, when the run records the model's parameter count."""
-    params = _lookup(run, _PARAM_KEYS)
+    params = _parameters(run)
     if params is None:
         return {
             "mfu": None,
@@ -118,7 +112,7 @@ def _efficiency(
     if peak_f.value is not None:
         out["mfu"] = forward_flops_per_token(params) * total_tps / (n * peak_f.value * TB)
         out["mfu_peak"] = basis
-    concurrency = _lookup(run, _CONCURRENCY_KEYS)
+    concurrency = _concurrency(run)
     bw = peak_bandwidth(spec)
     out_tps = summary.rate("output_token") or 0.0
     if concurrency and bw.value is not None:

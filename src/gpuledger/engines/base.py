@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from gpuledger.records import RequestRecord, TokenSource
+from gpuledger.tokenizer import Tokenizer as Tokenizer  # re-exported: the HTTP engines name it from here
 
 # ``GenResult.error`` starts with this when the request could not reach the server at all.
 CANNOT_CONNECT = "cannot connect"
@@ -186,15 +187,6 @@ class ServerInfo:
             "details": self.details,
             "warnings": self.warnings,
         }
-
-
-@runtime_checkable
-class Tokenizer(Protocol):
-    """A server's own tokenizer, reached over HTTP (vLLM and llama.cpp ``/tokenize``)."""
-
-    async def tokenize(self, text: str, add_special: bool = False) -> list[int]: ...
-
-    async def detokenize(self, ids: list[int]) -> str: ...
 
 
 @runtime_checkable

@@ -4,7 +4,7 @@ These are the contract between engines/bench (which produce them), the store (wh
 metrics/cost/report (pure functions over them); see ``run.py``, ``summary.py`` and ``units.py``.
 """
 
-from gpuledger.records import textgen
+from gpuledger.records import textgen, torchspec
 from gpuledger.records.run import (
     RUN_STATUSES,
     TOKEN_SOURCES,
@@ -15,6 +15,7 @@ from gpuledger.records.run import (
     TelemetrySample,
     TokenSource,
 )
+from gpuledger.records.spec import BenchSpec, ServerSpec, SpecError, dump_spec, load_spec
 from gpuledger.records.summary import (
     RunSummary,
     SummaryError,
@@ -23,6 +24,7 @@ from gpuledger.records.summary import (
     load_summary,
 )
 from gpuledger.records.textgen import Latency, SloOutcome, TextGenerationSummary, TextStageSummary
+from gpuledger.records.torchspec import TorchSpec
 from gpuledger.records.units import (
     UnitInfo,
     Work,
@@ -36,27 +38,34 @@ from gpuledger.records.units import (
 __all__ = [
     "RUN_STATUSES",
     "TOKEN_SOURCES",
+    "BenchSpec",
     "DoctorRunRecord",
     "Latency",
     "RequestRecord",
     "RunInfo",
     "RunStatus",
     "RunSummary",
+    "ServerSpec",
     "SloOutcome",
+    "SpecError",
     "SummaryError",
     "TelemetrySample",
     "TextGenerationSummary",
     "TextStageSummary",
     "TokenSource",
+    "TorchSpec",
     "UnitInfo",
     "Work",
     "WorkSummary",
     "alias_of",
     "register_alias",
     "resolve_alias",
+    "dump_spec",
     "dump_summary",
+    "load_spec",
     "load_summary",
     "register_unit",
     "textgen",
+    "torchspec",
     "unit_info",
 ]

@@ -8,10 +8,12 @@ moment of that zero, so a colleague can line a run up with other logs.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from gpuledger.records.spec import BenchSpec, load_spec
 from gpuledger.records.summary import RunSummary
 
 RunStatus = Literal["running", "complete", "incomplete", "failed"]
@@ -62,8 +64,10 @@ class TelemetrySample:
 
 @dataclass(slots=True)
 class RunInfo:
-    """The header of a run. ``summary`` is the cached output of the metrics functions (``None`` until the
-    run is summarised) and can be recomputed from the requests at any time."""
+    """The header of a run. ``config`` is the typed spec of what the run was asked to do (a mapping given
+    here is read as a stored one: ``records.spec.load_spec``). ``summary`` is the cached output of the
+    metrics functions (``None`` until the run is summarised) and can be recomputed from the requests at
+    any time."""
 
     id: str
     label: str = ""
@@ -75,7 +79,7 @@ class RunInfo:
     base_url: str | None = None
     unit: str = "token"
     workload: dict[str, Any] = field(default_factory=dict)
-    config: dict[str, Any] = field(default_factory=dict)
+    config: BenchSpec = field(default_factory=BenchSpec)
     environment: dict[str, Any] = field(default_factory=dict)
     server: dict[str, Any] = field(default_factory=dict)
     summary: RunSummary | None = None
@@ -84,6 +88,11 @@ class RunInfo:
     duration_s: float | None = None
     num_requests: int = 0
     finished_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        config: object = self.config
+        if isinstance(config, Mapping):
+            self.config = load_spec(config, self.engine, workload=self.workload, summary=self.summary)
 
 
 @dataclass(slots=True)

@@ -51,10 +51,10 @@ def why_no_state(info: RunInfo) -> str:
     """Why a run has no ``server.state`` at all (not even a reason)."""
     if info.engine == "torch":
         return "torch run: no server, the model ran in-process"
-    config = info.config if isinstance(info.config, Mapping) else {}
-    if "server_metrics" not in config:
+    asked = info.config.records_server_metrics()
+    if asked is None:
         return "made before gpuledger sampled the server's /metrics"
-    if config.get("server_metrics") is False:
+    if asked is False:
         return "benched without --server-metrics"
     kind = (info.server or {}).get("kind") if isinstance(info.server, Mapping) else None
     if kind not in STATE_SERIES:

@@ -25,14 +25,18 @@ from gpuledger.errors import InvalidInputError
 from gpuledger.records import (
     RUN_STATUSES,
     TOKEN_SOURCES,
+    BenchSpec,
     RequestRecord,
     RunInfo,
     RunStatus,
     RunSummary,
+    SpecError,
     SummaryError,
     TelemetrySample,
     TokenSource,
+    dump_spec,
     dump_summary,
+    load_spec,
     load_summary,
 )
 from gpuledger.store.codec import json_dumps, pack_f64, pack_i32, unpack_f64, unpack_i32
@@ -42,9 +46,10 @@ FORMAT_VERSION = 1
 
 RUN_FIELDS: tuple[str, ...] = tuple(RunInfo.__dataclass_fields__)
 _RUN_DATETIMES = ("created_at", "started_at", "finished_at")
-# RunInfo fields held as JSON objects (the summary is a typed model, stored as its JSON document).
-_RUN_DICTS = ("workload", "config", "environment", "server", "client")
-_ROW_DICTS = (*_RUN_DICTS, "summary")
+# RunInfo fields held as JSON objects (the config and the summary are typed models, stored as their JSON
+# documents).
+_RUN_DICTS = ("workload", "environment", "server", "client")
+_ROW_DICTS = (*_RUN_DICTS, "config", "summary")
 _RUN_TEXTS = ("label", "engine", "model", "base_url", "unit")
 _RUN_TEXT_LENGTHS = {"unit": 32}  # the VARCHAR columns (models.py); PostgreSQL enforces the length
 _TELEMETRY_TEXT_LENGTH = 128
@@ -111,6 +116,8 @@ def check_run_fields(fields: dict[str, Any]) -> None:
             raise InvalidInputError(f"{name} must be a dict")
         if name == "summary" and value is not None and not isinstance(value, RunSummary):
             raise InvalidInputError("summary must be a RunSummary or None")
+        if name == "config" and not isinstance(value, BenchSpec):
+            raise InvalidInputError("config must be a BenchSpec")
         if name == "telemetry_summary" and not isinstance(value, list):
             raise InvalidInputError("telemetry_summary must be a list")
         if name == "num_requests" and int_problem(value):
@@ -134,9 +141,12 @@ def run_values(info: RunInfo) -> dict[str, Any]:
 
 
 def column_values(fields: dict[str, Any]) -> dict[str, Any]:
-    """RunInfo field values -> column values: the summary as its stored document (schema marked)."""
+    """RunInfo field values -> column values: the config and the summary as their stored documents
+    (schema marked)."""
     if "summary" in fields:
         fields = {**fields, "summary": dump_summary(fields["summary"], stored=True)}
+    if "config" in fields:
+        fields = {**fields, "config": dump_spec(fields["config"], stored=True)}
     return fields
 
 
@@ -149,6 +159,18 @@ def read_summary(doc: Any) -> RunSummary | None:
         return load_summary(doc)
     except SummaryError as exc:
         raise ValueError(f"column summary: {exc}") from exc
+
+
+def read_config(doc: Any, engine: Any, workload: Any, summary: RunSummary | None) -> BenchSpec:
+    """A stored config document -> the typed spec (older schemas upgraded, with the run's workload and
+    summary); ValueError (the store's "unreadable value") naming what is wrong."""
+    if not isinstance(doc, dict):
+        raise ValueError(f"column config holds {type(doc).__name__}, not a JSON object")
+    try:
+        return load_spec(doc, engine if isinstance(engine, str) else None,
+                         workload=workload if isinstance(workload, dict) else None, summary=summary)
+    except SpecError as exc:
+        raise ValueError(f"column config: {exc}") from exc
 
 
 def run_row_problem(m: Mapping[Any, Any]) -> str | None:
@@ -192,8 +214,10 @@ def run_from_row(row: Row[Any], status: RunStatus) -> RunInfo:
     problem = run_row_problem(m)
     if problem:
         raise ValueError(problem)
-    values = {name: m[name] for name in RUN_FIELDS if name not in ("status", "summary")}
-    return RunInfo(**values, status=status, summary=read_summary(m["summary"]))
+    values = {name: m[name] for name in RUN_FIELDS if name not in ("status", "summary", "config")}
+    summary = read_summary(m["summary"])
+    config = read_config(m["config"], m["engine"], m["workload"], summary)
+    return RunInfo(**values, status=status, summary=summary, config=config)
 
 
 def request_problems(r: RequestRecord) -> list[tuple[str, str]]:
@@ -385,6 +409,7 @@ def run_to_dict(info: RunInfo) -> dict[str, Any]:
         value = getattr(info, name)
         out[name] = _iso(value) if name in _RUN_DATETIMES else value
     out["summary"] = dump_summary(info.summary)
+    out["config"] = dump_spec(info.config)
     return out
 
 
@@ -571,7 +596,12 @@ def parse_document(doc: Any) -> tuple[RunInfo, list[RequestRecord], list[Telemet
         summary = load_summary(run.summary)
     except SummaryError as exc:
         raise InvalidInputError(f"malformed gpuledger run export: run.summary: {exc}") from exc
-    info = RunInfo(**{name: getattr(run, name) for name in RUN_FIELDS if name != "summary"}, summary=summary)
+    try:
+        config = load_spec(run.config, run.engine, workload=run.workload, summary=summary)
+    except SpecError as exc:
+        raise InvalidInputError(f"malformed gpuledger run export: run.{exc}") from exc
+    fields = {name: getattr(run, name) for name in RUN_FIELDS if name not in ("summary", "config")}
+    info = RunInfo(**fields, summary=summary, config=config)
     requests = [
         RequestRecord(
             r.index, r.t_send, r.t_first, r.t_end, r.chunk_times, r.chunk_tokens, r.input_tokens,

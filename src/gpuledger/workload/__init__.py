@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from gpuledger.workload.datasets import DATASETS, Dataset, DatasetSpec, Prompt, build_dataset
-from gpuledger.workload.load import LoadPattern, Stage, parse_sweep, poisson_gaps
+from gpuledger.workload.datasets import DATASETS, Dataset, DatasetSpec, Prompt, TokenIdDataset, build_dataset
+from gpuledger.workload.load import LOAD_KINDS, load_from_flags, parse_sweep, poisson_gaps
 
 __all__ = [
     "DATASETS",
+    "LOAD_KINDS",
     "Dataset",
     "DatasetSpec",
-    "LoadPattern",
     "Prompt",
-    "Stage",
+    "TokenIdDataset",
     "build_dataset",
+    "load_from_flags",
     "parse_sweep",
     "poisson_gaps",
 ]

@@ -9,6 +9,11 @@
   ``"output_len"`` (exact output tokens wanted).
 - ``sharegpt``: ShareGPT JSON (a list of ``{"conversations": [{"from": "human"|"gpt", "value": ...}]}``):
   the first human turn is the prompt, the reply's length is the output length.
+- ``random-token-ids`` (the in-process engine's, ``records.spec.TokenIdDataset``): prompts of a fixed
+  number of token ids and a forced output length; the engine draws the ids from its vocabulary.
+
+The dataset specs are typed in ``records.spec`` (what a run stores); ``build_dataset`` finds the builder
+registered for the spec's type (``DATASET_BUILDERS``).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -23,11 +29,13 @@ from typing import Any
 
 import orjson
 
-from gpuledger.errors import EngineError, InvalidInputError, NotFoundError, UsageError
+from gpuledger.errors import EngineError, InvalidInputError, NotFoundError
+from gpuledger.records.spec import DATASETS, DatasetSpec, TokenIdDataset
 from gpuledger.tokenizer import Tokenizer
 from gpuledger.workload.words import WORDS
 
-DATASETS = ("builtin", "random", "jsonl", "sharegpt")
+__all__ = ["DATASETS", "Dataset", "DatasetSpec", "Prompt", "TokenIdDataset", "build_dataset", "file_sha256"]
+
 DEFAULT_MAX_TOKENS = 256  # cap for natural-length outputs when no output length is asked
 DEFAULT_RANDOM_INPUT_LEN = 128
 DEFAULT_RANDOM_OUTPUT_LEN = 128
@@ -44,33 +52,6 @@ class Prompt:
     messages: list[dict[str, str]] | None = None
     output_len: int | None = None
     input_len: int | None = None
-
-
-@dataclass(slots=True)
-class DatasetSpec:
-    name: str = "builtin"
-    path: Path | None = None
-    input_len: int | None = None
-    output_len: int | None = None
-    range_ratio: float = 0.0
-    seed: int = 0
-
-    def validate(self) -> None:
-        if self.name not in DATASETS:
-            raise UsageError(f"--dataset must be one of {', '.join(DATASETS)}, got {self.name!r}")
-        if self.name in ("jsonl", "sharegpt") and self.path is None:
-            raise UsageError(f"--dataset {self.name} needs --dataset-path FILE")
-        if self.name in ("builtin", "random") and self.path is not None:
-            raise UsageError(f"--dataset-path is only for --dataset jsonl or sharegpt, not {self.name}")
-        if self.input_len is not None and self.name != "random":
-            raise UsageError(
-                "--input-len only applies to --dataset random (other datasets bring their prompts)"
-            )
-        for flag, v in (("--input-len", self.input_len), ("--output-len", self.output_len)):
-            if v is not None and v < 1:
-                raise UsageError(f"{flag} must be at least 1, got {v}")
-        if not 0.0 <= self.range_ratio < 1.0:
-            raise UsageError(f"--range-ratio must be in [0, 1), got {self.range_ratio}")
 
 
 @dataclass(slots=True)
@@ -216,10 +197,37 @@ async def _exact_prompt(tok: Tokenizer, rng: random.Random, target: int, n_speci
 
 
 async def build_dataset(
-    spec: DatasetSpec, n: int, tokenizer: Tokenizer | None, *, chat: bool = False
+    spec: DatasetSpec | TokenIdDataset, n: int, tokenizer: Tokenizer | None, *, chat: bool = False
 ) -> Dataset:
-    """``n`` prompts (cycling through the dataset in a seeded order when it has fewer)."""
-    spec.validate()
+    """``n`` prompts of the dataset ``spec`` describes (the builder registered for its type)."""
+    return await DATASET_BUILDERS[type(spec)](spec, n, tokenizer, chat)
+
+
+TOKEN_ID_PROMPTS = "token ids drawn uniformly from the vocabulary, fixed seed, special ids avoided"
+
+
+async def _token_ids(spec: DatasetSpec | TokenIdDataset, n: int, tokenizer: Tokenizer | None,
+                     chat: bool) -> Dataset:
+    """``n`` prompts of ``input_tokens`` token ids each, asking for exactly ``output_tokens``; the engine
+    draws the ids (seeded) from its vocabulary, so the prompts here carry the lengths only."""
+    assert isinstance(spec, TokenIdDataset)
+    prompts = [Prompt(text="", output_len=spec.output_tokens, input_len=spec.input_tokens) for _ in range(n)]
+    meta = {
+        "dataset": "random-token-ids",
+        "input_tokens": spec.input_tokens,
+        "output_tokens": spec.output_tokens,
+        "fixed_output": True,
+        "num_requests": spec.count,
+        "seed": spec.seed,
+        "prompts": TOKEN_ID_PROMPTS,
+    }
+    return Dataset(prompts, meta)
+
+
+async def _text(spec: DatasetSpec | TokenIdDataset, n: int, tokenizer: Tokenizer | None,
+                chat: bool) -> Dataset:
+    """``n`` text prompts (cycling through the dataset in a seeded order when it has fewer)."""
+    assert isinstance(spec, DatasetSpec)
     rng = random.Random(spec.seed)
     meta: dict[str, Any] = {"dataset": spec.name, "seed": spec.seed}
     if spec.path is not None:
@@ -295,3 +303,10 @@ async def build_dataset(
     if spec.output_len is not None:
         meta["output_len"] = spec.output_len
     return Dataset(prompts, meta)
+
+
+Builder = Callable[[DatasetSpec | TokenIdDataset, int, Tokenizer | None, bool], Awaitable[Dataset]]
+DATASET_BUILDERS: dict[type[DatasetSpec | TokenIdDataset], Builder] = {
+    DatasetSpec: _text,
+    TokenIdDataset: _token_ids,
+}

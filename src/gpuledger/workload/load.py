@@ -6,79 +6,91 @@
 - sweep ``[c1, c2, …]``: one fixed-concurrency stage per value, one after the other.
 
 Every stage is bounded by a request count or a duration (no new send after it ends; requests in
-flight finish).
+flight finish). The patterns are typed in ``records.spec`` (``ConcurrencyLoad``, ``RateLoad``,
+``SweepLoad``: what a run stores) and registered here by kind (``LOAD_KINDS``), each with how it reads the
+command line's ``--concurrency``, ``--rate`` and ``--sweep``. How a stage's requests are sent is the
+runner's (``bench/drive.py``, by the stage's ``RELEASE``).
 """
 
 from __future__ import annotations
 
-import math
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from gpuledger.errors import UsageError
+from gpuledger.records.spec import (
+    DEFAULT_CONCURRENCY,
+    ConcurrencyLoad,
+    ConcurrencyStage,
+    RateLoad,
+    RateStage,
+    SweepLoad,
+    checked,
+)
 
-DEFAULT_CONCURRENCY = 8
-
-
-@dataclass(frozen=True, slots=True)
-class Stage:
-    name: str
-    concurrency: int | None  # fixed concurrency, or the cap under a rate (None = uncapped)
-    rate: float | None = None  # Poisson requests/s
-
-    def params(self) -> dict[str, object]:
-        out: dict[str, object] = {"stage": self.name}
-        if self.rate is not None:
-            out["rate_requests_per_s"] = self.rate
-            out["max_concurrency"] = self.concurrency
-        else:
-            out["concurrency"] = self.concurrency
-        return out
+Load = ConcurrencyLoad | RateLoad | SweepLoad
 
 
 @dataclass(frozen=True, slots=True)
-class LoadPattern:
+class Flags:
+    """The load flags as given (``None`` / empty: not given)."""
+
     concurrency: int | None = None
     rate: float | None = None
     sweep: tuple[int, ...] = ()
 
-    def validate(self) -> None:
-        if self.sweep and (self.concurrency is not None or self.rate is not None):
-            raise UsageError(
-                "--sweep runs its own concurrencies: do not combine it with --concurrency or --rate"
-            )
-        if self.concurrency is not None and self.concurrency < 1:
-            raise UsageError(f"--concurrency must be at least 1, got {self.concurrency}")
-        if self.rate is not None and (not math.isfinite(self.rate) or self.rate <= 0):
-            raise UsageError(f"--rate must be a positive number of requests per second, got {self.rate}")
-        if any(c < 1 for c in self.sweep):
-            raise UsageError("--sweep values must be concurrencies of at least 1")
-        if len(set(self.sweep)) != len(self.sweep):
-            raise UsageError("--sweep lists a concurrency twice")
 
-    @property
-    def kind(self) -> str:
-        return "sweep" if self.sweep else ("rate" if self.rate is not None else "concurrency")
+@dataclass(frozen=True, slots=True)
+class LoadKind:
+    """A load pattern: its name, whether the flags ask for it, and the stored pattern they make."""
 
-    def stages(self) -> list[Stage]:
-        if self.sweep:
-            return [Stage(f"c={c}", c) for c in self.sweep]
-        if self.rate is not None:
-            return [Stage(f"rate={self.rate:g}", self.concurrency, self.rate)]
-        c = self.concurrency or DEFAULT_CONCURRENCY
-        return [Stage(f"c={c}", c)]
+    name: str
+    asked: Callable[[Flags], bool]
+    build: Callable[[Flags], Load]
 
-    def max_in_flight(self) -> int | None:
-        """The most requests ever in flight (``None`` = unbounded: a rate without a cap)."""
-        if self.sweep:
-            return max(self.sweep)
-        if self.rate is not None:
-            return self.concurrency
-        return self.concurrency or DEFAULT_CONCURRENCY
 
-    def to_dict(self) -> dict[str, object]:
-        return {"kind": self.kind, "stages": [s.params() for s in self.stages()]}
+def _sweep(f: Flags) -> Load:
+    if f.concurrency is not None or f.rate is not None:
+        raise UsageError("--sweep runs its own concurrencies: do not combine it with --concurrency or --rate")
+    if any(c < 1 for c in f.sweep):
+        raise UsageError("--sweep values must be concurrencies of at least 1")
+    stages = [{"stage": f"c={c}", "concurrency": c} for c in f.sweep]
+    return checked(SweepLoad, {"kind": "sweep", "stages": stages})
+
+
+def _rate(f: Flags) -> Load:
+    rate = f.rate if f.rate is not None else 0.0
+    stage = checked(RateStage, {"stage": f"rate={rate:g}", "rate_requests_per_s": rate,
+                                "max_concurrency": f.concurrency})
+    return RateLoad(kind="rate", stages=[stage])
+
+
+def _concurrency(f: Flags) -> Load:
+    c = f.concurrency if f.concurrency is not None else DEFAULT_CONCURRENCY
+    stage = checked(ConcurrencyStage, {"stage": f"c={c}", "concurrency": c})
+    return ConcurrencyLoad(kind="concurrency", stages=[stage])
+
+
+# Tried in order: the first kind the flags ask for makes the pattern (fixed concurrency when none does).
+LOAD_KINDS: dict[str, LoadKind] = {}
+
+
+def register_load(kind: LoadKind) -> None:
+    LOAD_KINDS[kind.name] = kind
+
+
+register_load(LoadKind("sweep", lambda f: bool(f.sweep), _sweep))
+register_load(LoadKind("rate", lambda f: f.rate is not None, _rate))
+register_load(LoadKind("concurrency", lambda f: True, _concurrency))
+
+
+def load_from_flags(concurrency: int | None = None, rate: float | None = None,
+                    sweep: tuple[int, ...] = ()) -> Load:
+    """The load pattern the command line asks for; ``UsageError`` with the flag's one line otherwise."""
+    flags = Flags(concurrency, rate, tuple(sweep))
+    kind = next(k for k in LOAD_KINDS.values() if k.asked(flags))
+    return kind.build(flags)
 
 
 def parse_sweep(text: str | None) -> tuple[int, ...]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from gpuledger.records import DoctorRunRecord, RequestRecord, RunInfo, TelemetrySample
+from gpuledger.records import BenchSpec, DoctorRunRecord, RequestRecord, RunInfo, TelemetrySample
 from gpuledger.report.model import RunRef, Series, SeriesDash, SeriesMode, Table
 
 LATENCY_METRICS: tuple[tuple[str, str], ...] = (
@@ -78,10 +78,10 @@ def stages_of(summary: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 CONCURRENCY_STAGE = re.compile(r"^c=(\d+)$")
 
 
-def concurrency_of(stage_name: str, stage: Mapping[str, Any], config: Mapping[str, Any]) -> float | None:
+def concurrency_of(stage_name: str, stage: Mapping[str, Any], spec: BenchSpec) -> float | None:
     """The fixed concurrency of a sweep stage, or of a whole run at one load level (``None`` for a
     request-rate load, which has no fixed concurrency). Bench records it as the stage's
-    ``concurrency`` parameter and in ``RunInfo.config["load"]["stages"]``."""
+    ``concurrency`` parameter and in the run's spec (``BenchSpec.fixed_concurrency``)."""
     value = as_number(stage.get("concurrency"))
     if value is not None:
         return value
@@ -90,11 +90,7 @@ def concurrency_of(stage_name: str, stage: Mapping[str, Any], config: Mapping[st
         return float(m.group(1))
     if stage_name:
         return None
-    load = config.get("load")
-    stages = load.get("stages") if isinstance(load, Mapping) else None
-    if isinstance(stages, list) and len(stages) == 1 and isinstance(stages[0], Mapping):
-        return as_number(stages[0].get("concurrency"))
-    return as_number(config.get("concurrency"))
+    return as_number(spec.fixed_concurrency())
 
 
 def block_of(summary: Mapping[str, Any], key: str) -> Mapping[str, Any]:
@@ -109,10 +105,9 @@ def as_number(value: Any) -> float | None:
 
 
 def like_of(info: RunInfo) -> Mapping[str, Any] | None:
-    """``RunInfo.config["like"]`` of a run made with ``bench --like RUN`` (its workload was copied)."""
-    config = info.config if isinstance(info.config, Mapping) else {}
-    like = config.get("like")
-    return like if isinstance(like, Mapping) and isinstance(like.get("run_id"), str) else None
+    """``RunInfo.config.like`` of a run made with ``bench --like RUN`` (its workload was copied)."""
+    like = info.config.like
+    return like.model_dump() if like is not None else None
 
 
 def tabulate(key: str, title: str, rows: Sequence[Mapping[str, str]], provenance: str) -> tuple[Table, ...]:

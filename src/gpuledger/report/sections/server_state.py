@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gpuledger.records import BenchSpec
+from gpuledger.records.spec import ConcurrencyStage
 from gpuledger.report import fmt
 from gpuledger.report import serverstate as state_part
 from gpuledger.report.model import Figure, Section, Series, SeriesDash
@@ -21,18 +23,14 @@ from gpuledger.report.sections.base import (
 _STATE_WHAT = "server state (the server's own /metrics: requests running and waiting, KV cache, preemptions)"
 
 
-def _stage_concurrency(stage_name: str, config: Mapping[str, Any]) -> float | None:
+def _stage_concurrency(stage_name: str, spec: BenchSpec) -> float | None:
     """The concurrency of a sweep stage named in ``server.state.stages``: from its name (``c=16``) or
-    from the stage of the same name in ``RunInfo.config["load"]["stages"]``."""
+    from the stage of the same name in the run's spec (``RunInfo.config.load``)."""
     m = CONCURRENCY_STAGE.match(stage_name)
     if m:
         return float(m.group(1))
-    load = config.get("load")
-    stages = load.get("stages") if isinstance(load, Mapping) else None
-    for st in stages if isinstance(stages, list) else []:
-        if isinstance(st, Mapping) and str(st.get("stage")) == stage_name:
-            return as_number(st.get("concurrency"))
-    return None
+    stage = spec.load_stage(stage_name)
+    return as_number(stage.concurrency) if isinstance(stage, ConcurrencyStage) else None
 
 
 def no_server_state(runs: list[RunData]) -> str:
@@ -81,7 +79,7 @@ def server_state_section(runs: list[RunData]) -> Section | None:
             notes.append(prefix + caveat)
         why_prefix = f"{r.ref.name} — why: " if several else "why: "
         notes.extend(why_prefix + fmt.text(n) for n in state.get("notes") or [])
-        config = r.info.config or {}
+        config = r.info.config
         stage_blocks = [b for b in blocks if not b.whole]
         any_sweep = any_sweep or bool(stage_blocks)
         if stage_blocks:

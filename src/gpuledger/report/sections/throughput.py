@@ -20,7 +20,7 @@ from gpuledger.report.series import pareto_front
 
 
 def _stage_points(r: RunData) -> list[dict[str, Any]]:
-    config = r.info.config or {}
+    config = r.info.config
     stages = stages_of(r.summary)
     if not stages:
         stages = [("", r.summary)] if r.summary else []

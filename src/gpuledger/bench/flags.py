@@ -1,0 +1,235 @@
+"""The typed spec of a bench run, built from the command line's values (``gpuledger bench``), by spec kind.
+
+The values make the spec's document first (``flags_document``), which is validated into the spec
+(``spec_of``) — after ``bench --like`` filled in the stored workload, when it is a repeat: a flag given
+alone (``--dataset-path``) is then checked together with the stored values it goes with.
+
+``FLAG_FIELDS`` says which spec fields each workload flag sets (``--output-len`` → ``dataset.output_len``
+for a server run, ``output_tokens`` for the in-process engine): what ``bench --like`` copies from a stored
+run when the flag is not given, and compares when it is. ``server_spec`` and ``torch_spec`` make complete
+specs for library callers (tests, ``gpuledger run``, the benchmarks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from gpuledger.bench.metrics import parse_slo
+from gpuledger.engines import EngineKind, engine_kind
+from gpuledger.errors import UsageError
+from gpuledger.records import BenchSpec, ServerSpec, TorchSpec
+from gpuledger.records.spec import DEFAULT_NUM_REQUESTS, checked, settled
+from gpuledger.workload.load import load_from_flags, parse_sweep
+
+SAMPLING = "server defaults (no temperature/top_p sent)"
+
+FLAG_FIELDS: dict[type[BenchSpec], dict[str, tuple[str, ...]]] = {
+    ServerSpec: {
+        "endpoint": ("endpoint",),
+        "dataset": ("dataset.name",),
+        "dataset_path": ("dataset.path",),
+        "input_len": ("dataset.input_len",),
+        "output_len": ("dataset.output_len",),
+        "range_ratio": ("dataset.range_ratio",),
+        # A load pattern or a count given on the command line replaces the stored one whole.
+        "concurrency": ("load",),
+        "rate": ("load",),
+        "sweep": ("load",),
+        "num_requests": ("num_requests_per_stage", "duration_s"),
+        "duration": ("num_requests_per_stage", "duration_s"),
+        "warmup": ("warmup",),
+        "seed": ("seed", "dataset.seed"),
+        "slo": ("slo",),
+        "request_timeout": ("request_timeout_s",),
+        "telemetry_interval": ("telemetry_interval_s", "telemetry.interval_s"),
+    },
+    TorchSpec: {
+        "model": ("model.spec",),
+        "concurrency": ("batch_size", "concurrency"),
+        "input_len": ("input_tokens",),
+        "output_len": ("output_tokens",),
+        "num_requests": ("requests_planned",),
+        "warmup": ("warmup",),
+        "seed": ("seed",),
+        "slo": ("slo",),
+    },
+}
+
+# What a stored spec must record for ``--like`` to repeat its workload.
+REPEAT_NEEDS: dict[type[BenchSpec], tuple[str, ...]] = {
+    ServerSpec: ("dataset", "load"),
+    TorchSpec: ("model.spec", "batch_size", "input_tokens", "output_tokens", "requests_planned"),
+}
+
+
+def server_document(
+    engine: str = "openai",
+    *,
+    base_url: str | None = None,
+    model: str | None = None,
+    endpoint: str | None = None,
+    dataset: str | None = None,
+    dataset_path: Path | None = None,
+    input_len: int | None = None,
+    output_len: int | None = None,
+    range_ratio: float = 0.0,
+    concurrency: int | None = None,
+    rate: float | None = None,
+    sweep: tuple[int, ...] = (),
+    num_requests: int | None = None,
+    duration_s: float | None = None,
+    warmup: int = 0,
+    seed: int = 0,
+    slo: Mapping[str, float] | None = None,
+    label: str = "",
+    telemetry: bool = True,
+    telemetry_interval_s: float = 0.1,
+    server_metrics: bool = False,
+    server_metrics_interval_s: float | None = None,
+    request_timeout_s: float = 300.0,
+    api_key_env: str = "OPENAI_API_KEY",
+) -> dict[str, Any]:
+    """The document of a run against a server (the same defaults as ``gpuledger bench``, but no warm-up);
+    ``UsageError`` with the flag's one line for a bad load."""
+    kind = engine_kind(engine)
+    return {
+        "engine": kind.name,
+        "base_url": base_url or kind.default_base_url,
+        "model": model,
+        "endpoint": endpoint or kind.default_endpoint,
+        "dataset": {
+            "name": dataset or ("random" if input_len is not None else "builtin"),
+            "path": dataset_path,
+            "input_len": input_len,
+            "output_len": output_len,
+            "range_ratio": range_ratio,
+            "seed": seed,
+        },
+        "load": load_from_flags(concurrency, rate, sweep).model_dump(mode="json"),
+        "num_requests_per_stage": num_requests if num_requests is not None or duration_s is not None
+        else DEFAULT_NUM_REQUESTS,
+        "duration_s": duration_s,
+        "warmup": warmup,
+        "slo": dict(slo or {}),
+        "label": label,
+        "telemetry": {"enabled": telemetry, "interval_s": telemetry_interval_s},
+        "telemetry_interval_s": telemetry_interval_s,
+        "server_metrics": server_metrics,
+        "server_metrics_interval_s": server_metrics_interval_s,
+        "request_timeout_s": request_timeout_s,
+        "api_key_env": api_key_env,
+        "seed": seed,
+        "sampling": SAMPLING,
+    }
+
+
+def server_spec(engine: str = "openai", **values: Any) -> ServerSpec:
+    """A complete, validated server spec (``server_document``'s arguments); ``UsageError`` for a bad value."""
+    spec = spec_of(engine_kind(engine), server_document(engine, **values))
+    assert isinstance(spec, ServerSpec)
+    return spec
+
+
+def torch_document(
+    model: str | None,
+    *,
+    device: str = "auto",
+    dtype: str = "auto",
+    batch_size: int = 1,
+    input_tokens: int = 128,
+    output_tokens: int = 128,
+    num_requests: int | None = None,
+    warmup: bool = True,
+    seed: int = 0,
+    slo: Mapping[str, float] | None = None,
+    label: str = "",
+    telemetry: bool = True,
+    telemetry_interval_s: float = 0.1,
+    max_duration_s: float | None = None,
+    memory_budget_bytes: int | None = None,
+) -> dict[str, Any]:
+    """The document of an in-process run: ``num_requests`` (default: one batch) rounded up to whole
+    batches of ``batch_size``, each request ``input_tokens`` token ids in, exactly ``output_tokens`` out."""
+    return {
+        "engine": "torch",
+        "label": label,
+        "model": {"spec": model.strip()} if model is not None else None,
+        "device": device,
+        "dtype": dtype,
+        "batch_size": batch_size,
+        "concurrency": batch_size,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "requests_planned": TorchSpec.whole_batches(num_requests, batch_size),
+        "warmup": warmup,
+        "seed": seed,
+        "slo": dict(slo or {}),
+        "max_duration_s": max_duration_s,
+        "memory_budget_bytes": memory_budget_bytes,
+        "telemetry": {"enabled": telemetry, "interval_s": telemetry_interval_s},
+    }
+
+
+def torch_spec(model: str | None, **values: Any) -> TorchSpec:
+    """A complete, validated in-process spec (``torch_document``'s arguments)."""
+    spec = spec_of(engine_kind("torch"), torch_document(model, **values))
+    assert isinstance(spec, TorchSpec)
+    return spec
+
+
+def spec_of(kind: EngineKind, document: Mapping[str, Any]) -> BenchSpec:
+    """The validated spec of a document for an engine of ``kind``: the first problem is a ``UsageError``
+    with the flag's one line; every field of the document counts as set (a new run stores them all)."""
+    return settled(checked(kind.spec, document, {"endpoints": tuple(kind.endpoints)}))
+
+
+def _server_from(kind: EngineKind, v: Mapping[str, Any]) -> dict[str, Any]:
+    if v.get("device") is not None or v.get("dtype") is not None:
+        raise UsageError("--device and --dtype are for --engine torch only")
+    return server_document(
+        kind.name, base_url=v["base_url"], model=v["model"], endpoint=v["endpoint"], dataset=v["dataset"],
+        dataset_path=v["dataset_path"], input_len=v["input_len"], output_len=v["output_len"],
+        range_ratio=v["range_ratio"], concurrency=v["concurrency"], rate=v["rate"],
+        sweep=parse_sweep(v["sweep"]), num_requests=v["num_requests"], duration_s=v["duration"],
+        warmup=v["warmup"], seed=v["seed"], slo=parse_slo(v["slo"]), label=v["label"],
+        telemetry=v["telemetry"], telemetry_interval_s=v["telemetry_interval"],
+        server_metrics=v["server_metrics"], server_metrics_interval_s=v["server_metrics_interval"],
+        request_timeout_s=v["request_timeout"], api_key_env=v["api_key_env"],
+    )
+
+
+def _torch_from(kind: EngineKind, v: Mapping[str, Any]) -> dict[str, Any]:
+    if any(v.get(k) is not None for k in ("base_url", "endpoint", "dataset", "dataset_path")):
+        raise UsageError("--engine torch runs in-process: --base-url, --endpoint and --dataset do not apply")
+    if any(v.get(k) is not None for k in ("rate", "sweep", "duration")):
+        raise UsageError("--engine torch supports --concurrency (the batch size) and --num-requests only")
+    if v["warmup"] < 0:
+        raise UsageError(f"--warmup must be 0 or more, got {v['warmup']}")
+    return torch_document(
+        v["model"], device=v.get("device") or "auto", dtype=v.get("dtype") or "auto",
+        batch_size=v["concurrency"] or 1, input_tokens=v["input_len"] or 128,
+        output_tokens=v["output_len"] or 128, num_requests=v["num_requests"], warmup=v["warmup"] > 0,
+        seed=v["seed"], slo=parse_slo(v["slo"]), label=v["label"], telemetry=v["telemetry"],
+        telemetry_interval_s=v["telemetry_interval"],
+    )
+
+
+_BUILDERS: dict[type[BenchSpec], Callable[[EngineKind, Mapping[str, Any]], dict[str, Any]]] = {
+    ServerSpec: _server_from,
+    TorchSpec: _torch_from,
+}
+
+
+def flags_document(kind: EngineKind, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The spec document ``gpuledger bench``'s values ask for, for an engine of ``kind`` (not validated yet:
+    ``spec_of``). Values a repeat may still supply (``--like``: the in-process engine's model) can be
+    missing here: ``require`` checks them once the spec is whole."""
+    return _BUILDERS[kind.spec](kind, values)
+
+
+def require(spec: BenchSpec) -> None:
+    """``UsageError`` when the spec still lacks what the run needs (after ``--like`` filled it in)."""
+    if isinstance(spec, TorchSpec) and spec.model is None:
+        raise UsageError("--engine torch needs --model (dummy:NAME, a directory, or a Hugging Face id)")

@@ -1,0 +1,657 @@
+"""The typed run specification: what a run was asked to do, kept as ``RunInfo.config``.
+
+``BenchSpec`` holds what every run has (the engine's name, the label, the telemetry settings and what
+telemetry found, where a repeated workload came from). Each kind of engine subclasses it with its own
+arguments and registers under ``KIND``: ``ServerSpec`` for the HTTP engines (``openai``, ``ollama``: server,
+model, endpoint, dataset, load, counts, timeouts) here, ``TorchSpec`` for the in-process engine (model,
+device, dtype, batch, lengths) in ``records/torchspec.py``. A spec is what is needed to repeat the run
+(``bench --like``) plus what the engine resolved when it ran (the device it chose, the model it built).
+
+Every field is optional: runs stored before the spec was typed (schema 1) hold whatever the gpuledger of
+the day wrote, and they must load as they are. A spec the command line builds sets every field it means.
+
+Stored form: the flat JSON object gpuledger has always written. ``dump_spec`` writes the fields that were
+set (so what was absent stays absent), ``"kind"`` for kinds other than the ones schema 1 knew by the
+engine's name, and, in the store (``stored=True``), the schema marker ``SCHEMA_KEY``. ``load_spec`` reads
+any of them back; schema 1 is upgraded (``upgrade_v1``) without changing what it dumps to.
+
+Validation messages are the command line's own one-line errors (``--concurrency must be at least 1, got
+0``): ``checked`` turns the first problem into a ``UsageError``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal, Self, TypeVar
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_serializer,
+    model_validator,
+)
+
+from gpuledger.errors import UsageError
+from gpuledger.urls import redact_url
+
+SCHEMA_KEY = "$schema"
+SCHEMA_VERSION = 2
+KIND_KEY = "kind"
+SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
+DATASETS = ("builtin", "random", "jsonl", "sharegpt")
+FILE_DATASETS = ("jsonl", "sharegpt")
+DEFAULT_CONCURRENCY = 8
+DEFAULT_NUM_REQUESTS = 64
+
+
+class SpecError(ValueError):
+    """A stored spec that cannot be read (the store maps it to StoreError / InvalidInputError)."""
+
+
+class SpecModel(BaseModel):
+    """Base of the spec's models: unknown keys refused. Infinities pass the type check and are refused by
+    the validators with the flag's own message (``--duration must be a positive number of seconds``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def _finite_positive(value: float | None) -> bool:
+    return value is None or (math.isfinite(value) and value > 0)
+
+
+# --------------------------------------------------------------------------------------------------
+# Datasets
+# --------------------------------------------------------------------------------------------------
+
+
+class DatasetSpec(SpecModel):
+    """Where a server run's prompts come from (``workload/datasets.py`` builds them)."""
+
+    name: str = "builtin"
+    path: Path | None = None
+    input_len: int | None = None
+    output_len: int | None = None
+    range_ratio: float = 0.0
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _flags(self) -> Self:
+        if self.name not in DATASETS:
+            raise ValueError(f"--dataset must be one of {', '.join(DATASETS)}, got {self.name!r}")
+        if self.name in FILE_DATASETS and self.path is None:
+            raise ValueError(f"--dataset {self.name} needs --dataset-path FILE")
+        if self.name not in FILE_DATASETS and self.path is not None:
+            raise ValueError(f"--dataset-path is only for --dataset jsonl or sharegpt, not {self.name}")
+        if self.input_len is not None and self.name != "random":
+            raise ValueError(
+                "--input-len only applies to --dataset random (other datasets bring their prompts)"
+            )
+        for flag, v in (("--input-len", self.input_len), ("--output-len", self.output_len)):
+            if v is not None and v < 1:
+                raise ValueError(f"{flag} must be at least 1, got {v}")
+        if not 0.0 <= self.range_ratio < 1.0:
+            raise ValueError(f"--range-ratio must be in [0, 1), got {self.range_ratio}")
+        return self
+
+
+class TokenIdDataset(SpecModel):
+    """Prompts of ``input_tokens`` token ids drawn by the engine from its own vocabulary (fixed seed),
+    each asking for exactly ``output_tokens`` tokens: the in-process engine's workload."""
+
+    input_tokens: int = Field(ge=1)
+    output_tokens: int = Field(ge=1)
+    count: int = Field(ge=1)
+    seed: int = 0
+
+
+# --------------------------------------------------------------------------------------------------
+# Load: stages and the patterns that make them
+# --------------------------------------------------------------------------------------------------
+
+
+class _Stage(SpecModel):
+    """One stage of a run: its name and how its requests are released (``RELEASE``: the driver the
+    runner uses, ``bench/drive.py``)."""
+
+    RELEASE: ClassVar[str] = ""
+
+    stage: str = ""
+
+    def in_flight(self) -> int | None:
+        """The most requests in flight during the stage (None: unbounded)."""
+        return None
+
+    def warmup(self, count: int) -> Stage:
+        """The stage the unmeasured warm-up of ``count`` requests runs as."""
+        return ConcurrencyStage(stage="warmup", concurrency=min(count, self.in_flight() or count))
+
+    def params(self) -> dict[str, Any]:
+        """The stage as the summary and the stored load list it (``{"stage": "c=4", "concurrency": 4}``)."""
+        return self.model_dump(mode="json")
+
+
+class ConcurrencyStage(_Stage):
+    """``concurrency`` requests always in flight: the next is sent when one finishes."""
+
+    RELEASE: ClassVar[str] = "concurrency"
+
+    concurrency: int
+
+    @model_validator(mode="after")
+    def _positive(self) -> Self:
+        if self.concurrency < 1:
+            raise ValueError(f"--concurrency must be at least 1, got {self.concurrency}")
+        return self
+
+    def in_flight(self) -> int | None:
+        return self.concurrency
+
+
+class RateStage(_Stage):
+    """Poisson arrivals at ``rate_requests_per_s``, at most ``max_concurrency`` in flight (None: uncapped)."""
+
+    RELEASE: ClassVar[str] = "rate"
+
+    rate_requests_per_s: float
+    max_concurrency: int | None = None
+
+    @model_validator(mode="after")
+    def _positive(self) -> Self:
+        if not _finite_positive(self.rate_requests_per_s):
+            raise ValueError(
+                f"--rate must be a positive number of requests per second, got {self.rate_requests_per_s}"
+            )
+        if self.max_concurrency is not None and self.max_concurrency < 1:
+            raise ValueError(f"--concurrency must be at least 1, got {self.max_concurrency}")
+        return self
+
+    def in_flight(self) -> int | None:
+        return self.max_concurrency
+
+
+class BatchStage(_Stage):
+    """Whole batches of ``batch_size`` requests generated together (the in-process engine). No new batch
+    starts once the last batch's duration says the next would end past ``time_cap_s`` (from the stage's
+    start)."""
+
+    RELEASE: ClassVar[str] = "batch"
+
+    batch_size: int = Field(ge=1)
+    time_cap_s: float | None = None
+
+    def in_flight(self) -> int | None:
+        return self.batch_size
+
+    def warmup(self, count: int) -> Stage:
+        return BatchStage(stage="warmup", batch_size=self.batch_size)
+
+
+Stage = ConcurrencyStage | RateStage | BatchStage
+
+
+class _Load(SpecModel):
+    """A load pattern as stored: its ``kind`` and the stages it runs, in order."""
+
+    def run_stages(self) -> list[Stage]:
+        """The stages, in the order they run."""
+        return []
+
+    def max_in_flight(self) -> int | None:
+        """The most requests ever in flight (None: unbounded, a rate without a cap)."""
+        values = [s.in_flight() for s in self.run_stages()]
+        return None if not values or any(v is None for v in values) else max(v for v in values if v)
+
+    def fixed_concurrency(self) -> int | None:
+        """The concurrency of a run at one fixed load level, else None (a rate, a sweep)."""
+        return None
+
+
+class ConcurrencyLoad(_Load):
+    kind: Literal["concurrency"] = "concurrency"
+    stages: list[ConcurrencyStage] = Field(min_length=1, max_length=1)
+
+    def run_stages(self) -> list[Stage]:
+        return list(self.stages)
+
+    def fixed_concurrency(self) -> int | None:
+        return self.stages[0].concurrency
+
+
+class RateLoad(_Load):
+    kind: Literal["rate"] = "rate"
+    stages: list[RateStage] = Field(min_length=1, max_length=1)
+
+    def run_stages(self) -> list[Stage]:
+        return list(self.stages)
+
+
+class SweepLoad(_Load):
+    kind: Literal["sweep"] = "sweep"
+    stages: list[ConcurrencyStage] = Field(min_length=1)
+
+    def run_stages(self) -> list[Stage]:
+        return list(self.stages)
+
+    @model_validator(mode="after")
+    def _distinct(self) -> Self:
+        values = [s.concurrency for s in self.stages]
+        if len(set(values)) != len(values):
+            raise ValueError("--sweep lists a concurrency twice")
+        return self
+
+
+LoadSpec = Annotated[ConcurrencyLoad | RateLoad | SweepLoad, Field(discriminator="kind")]
+
+
+# --------------------------------------------------------------------------------------------------
+# What every run has
+# --------------------------------------------------------------------------------------------------
+
+
+class TelemetrySource(SpecModel):
+    """One telemetry source as the run found it (``gpuledger.telemetry.SourceStatus``)."""
+
+    name: str
+    available: bool
+    reason: str | None = None
+    devices: list[str] = Field(default_factory=list)
+
+
+class TelemetryRecord(SpecModel):
+    """The telemetry settings (``enabled``, ``interval_s``) and what the run writer found: the sources, or
+    why there were none; samples the store could not keep."""
+
+    enabled: bool = True
+    interval_s: float = 0.1
+    sources: list[TelemetrySource] | None = None
+    error: str | None = None
+    samples_left_out: str | None = None
+    samples_not_saved: str | None = None
+
+    @model_validator(mode="after")
+    def _interval(self) -> Self:
+        if not _finite_positive(self.interval_s):
+            raise ValueError(
+                f"--telemetry-interval must be a positive number of seconds, got {self.interval_s}"
+            )
+        return self
+
+
+class LikeOrigin(SpecModel):
+    """``bench --like RUN``: the run whose workload was repeated and the flags that overrode it."""
+
+    run_id: str
+    overridden: list[str] = Field(default_factory=list)
+
+
+def slo_problem(slo: Mapping[str, float] | None) -> str | None:
+    for key, value in (slo or {}).items():
+        if key not in SLO_KEYS:
+            return f"--slo: {key!r} is not one of {', '.join(SLO_KEYS)}"
+        if not _finite_positive(value):
+            return f"--slo: {key} must be a positive number of milliseconds, got {value}"
+    return None
+
+
+_KINDS: dict[str, type[BenchSpec]] = {}
+
+
+class BenchSpec(SpecModel):
+    """What every run's spec has; a subclass per engine kind adds its arguments and says what they mean
+    for the run (its stages, counts, warm-up). An instance of this class itself is a spec that records
+    nothing beyond these fields (a run written by the store API without a config)."""
+
+    KIND: ClassVar[str] = ""
+    # Engine names schema 1 (before the spec was typed) wrote specs of this kind for: their stored specs
+    # carry no "kind".
+    LEGACY_ENGINES: ClassVar[tuple[str, ...]] = ()
+
+    engine: str | None = None
+    label: str | None = None
+    telemetry: TelemetryRecord | None = None
+    like: LikeOrigin | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        kind = cls.__dict__.get("KIND")
+        if kind:
+            _KINDS[kind] = cls
+
+    # -- what the run does (the runner reads these) ---------------------------------------------------
+    def dataset_spec(self) -> DatasetSpec | TokenIdDataset | None:
+        """Where the run's prompts come from (None: the spec does not say)."""
+        return None
+
+    def stages(self) -> list[Stage]:
+        """The measured stages, in order."""
+        return []
+
+    def requests_per_stage(self) -> int | None:
+        """Measured requests per stage (None: the stages are bounded by ``stage_duration_s``)."""
+        return None
+
+    def stage_duration_s(self) -> float | None:
+        return None
+
+    def warmup_requests(self) -> int:
+        """Requests sent before the window and not measured."""
+        return 0
+
+    def warmup_output_tokens(self) -> int | None:
+        """Output tokens each warm-up request asks for (None: what its prompt asks)."""
+        return None
+
+    def slo_limits(self) -> dict[str, float]:
+        """The goodput limits (``{"ttft_ms": 500.0}``)."""
+        return {}
+
+    def workload_seed(self) -> int:
+        """The seed of prompt choice, lengths and arrivals."""
+        return 0
+
+    def summary_stages(self) -> list[dict[str, Any]] | None:
+        """The stages the summary breaks the run into (a sweep's), else None."""
+        return None
+
+    def workload_record(self, meta: Mapping[str, Any], warmup: Mapping[str, Any]) -> dict[str, Any]:
+        """``RunInfo.workload``: the dataset's own description (``meta``) and what this kind adds to it."""
+        return dict(meta)
+
+    # -- what the run was (cost and reports read these) -----------------------------------------------
+    def telemetry_enabled(self) -> bool:
+        return self.telemetry.enabled if self.telemetry is not None else True
+
+    def telemetry_interval_s(self) -> float:
+        return self.telemetry.interval_s if self.telemetry is not None else 0.1
+
+    def parameter_count(self) -> int | None:
+        """The model's parameter count when the run recorded it."""
+        return None
+
+    def precision(self) -> str | None:
+        """The dtype the model computed in, when the run recorded it (``bf16``)."""
+        return None
+
+    def fixed_concurrency(self) -> int | None:
+        """Requests in flight during the whole run when that was fixed (a batch, one concurrency)."""
+        return None
+
+    def load_stage(self, name: str) -> Stage | None:
+        """The stored stage of this name (a sweep's ``c=16``)."""
+        return next((s for s in self.stages() if s.stage == name), None)
+
+    def records_server_metrics(self) -> bool | None:
+        """Whether the run was asked to read the server's /metrics (None: it does not say)."""
+        return None
+
+    @property
+    def kind(self) -> str:
+        return self.KIND
+
+    def to_dict(self) -> dict[str, Any]:
+        """The spec's JSON document (``dump_spec``)."""
+        return dump_spec(self)
+
+
+# --------------------------------------------------------------------------------------------------
+# The HTTP engines' spec
+# --------------------------------------------------------------------------------------------------
+
+
+class ServerSpec(BenchSpec):
+    """A run against an inference server (``openai``, ``ollama``). ``base_url`` is stored redacted
+    (``user:***@``); the API key itself is never part of the spec, only the variable holding it."""
+
+    KIND: ClassVar[str] = "server"
+    LEGACY_ENGINES: ClassVar[tuple[str, ...]] = ("openai", "ollama")
+
+    base_url: str | None = None
+    model: str | None = None
+    endpoint: str | None = None
+    dataset: DatasetSpec | None = None
+    load: LoadSpec | None = None
+    num_requests_per_stage: int | None = None
+    duration_s: float | None = None
+    warmup: int | None = None
+    slo: dict[str, float] | None = None
+    telemetry_interval: float | None = Field(default=None, alias="telemetry_interval_s")
+    server_metrics: bool | None = None
+    server_metrics_interval_s: float | None = None
+    request_timeout_s: float | None = None
+    api_key_env: str | None = None
+    seed: int | None = None
+    sampling: str | None = None
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @field_serializer("base_url")
+    def _redacted(self, url: str | None) -> str | None:
+        return None if url is None else redact_url(url)
+
+    @model_validator(mode="after")
+    def _flags(self, info: ValidationInfo) -> Self:
+        endpoints = (info.context or {}).get("endpoints")
+        if self.endpoint is not None and endpoints and self.endpoint not in endpoints:
+            raise ValueError(
+                f"--endpoint {self.endpoint} is not an endpoint of --engine {self.engine} "
+                f"(choose {' or '.join(endpoints)})"
+            )
+        if self.num_requests_per_stage is not None and self.duration_s is not None:
+            raise ValueError("give --num-requests or --duration, not both")
+        if self.num_requests_per_stage is not None and self.num_requests_per_stage < 1:
+            raise ValueError(f"--num-requests must be at least 1, got {self.num_requests_per_stage}")
+        if not _finite_positive(self.duration_s):
+            raise ValueError(f"--duration must be a positive number of seconds, got {self.duration_s}")
+        if self.warmup is not None and self.warmup < 0:
+            raise ValueError(f"--warmup must be 0 or more, got {self.warmup}")
+        if not _finite_positive(self.request_timeout_s):
+            raise ValueError(
+                f"--request-timeout must be a positive number of seconds, got {self.request_timeout_s}"
+            )
+        if not _finite_positive(self.server_metrics_interval_s):
+            raise ValueError(
+                "--server-metrics-interval must be a positive number of seconds, got "
+                f"{self.server_metrics_interval_s}"
+            )
+        if not _finite_positive(self.telemetry_interval):
+            raise ValueError(
+                f"--telemetry-interval must be a positive number of seconds, got {self.telemetry_interval}"
+            )
+        slo = slo_problem(self.slo)
+        if slo:
+            raise ValueError(slo)
+        return self
+
+    def dataset_spec(self) -> DatasetSpec | TokenIdDataset | None:
+        return self.dataset if self.dataset is not None else DatasetSpec(seed=self.workload_seed())
+
+    def stages(self) -> list[Stage]:
+        if self.load is None:
+            return [ConcurrencyStage(stage=f"c={DEFAULT_CONCURRENCY}", concurrency=DEFAULT_CONCURRENCY)]
+        return self.load.run_stages()
+
+    def requests_per_stage(self) -> int | None:
+        if self.duration_s is not None:
+            return None
+        return self.num_requests_per_stage or DEFAULT_NUM_REQUESTS
+
+    def stage_duration_s(self) -> float | None:
+        return self.duration_s
+
+    def warmup_requests(self) -> int:
+        return self.warmup or 0
+
+    def slo_limits(self) -> dict[str, float]:
+        return {k: float(v) for k, v in (self.slo or {}).items() if k in SLO_KEYS}
+
+    def workload_seed(self) -> int:
+        return self.seed or 0
+
+    def summary_stages(self) -> list[dict[str, Any]] | None:
+        if not isinstance(self.load, SweepLoad):
+            return None
+        return [s.params() for s in self.load.stages]
+
+    def workload_record(self, meta: Mapping[str, Any], warmup: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            **meta,
+            "load": self.load.model_dump(mode="json") if self.load is not None else None,
+            "num_requests_per_stage": self.requests_per_stage(),
+            "duration_s": self.duration_s,
+            "warmup": dict(warmup),
+        }
+
+    def telemetry_interval_s(self) -> float:
+        if self.telemetry is not None:
+            return self.telemetry.interval_s
+        return self.telemetry_interval if self.telemetry_interval is not None else 0.1
+
+    def fixed_concurrency(self) -> int | None:
+        return self.load.fixed_concurrency() if self.load is not None else None
+
+    def records_server_metrics(self) -> bool | None:
+        return self.server_metrics
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading, writing, checking
+# --------------------------------------------------------------------------------------------------
+
+
+def spec_kinds() -> dict[str, type[BenchSpec]]:
+    return dict(_KINDS)
+
+
+def kind_of_engine(engine: str | None) -> type[BenchSpec]:
+    """The spec kind schema 1 stored for runs of ``engine`` (its engines' names); a name gpuledger never
+    had an engine of: the server kind (the store API's default)."""
+    for cls in _KINDS.values():
+        if engine in cls.LEGACY_ENGINES:
+            return cls
+    return ServerSpec
+
+
+def first_problem(exc: ValidationError) -> str:
+    """The first problem of a validation error, in one line: the validator's own message when it raised
+    one (``--concurrency must be at least 1, got 0``), else where and what (``load.stages: ...``)."""
+    first = exc.errors()[0]
+    error = (first.get("ctx") or {}).get("error")
+    if isinstance(error, ValueError):
+        return str(error)
+    where = ".".join(str(p) for p in first["loc"])
+    return f"{where}: {first['msg']}" if where else str(first["msg"])
+
+
+M = TypeVar("M", bound=BaseModel)
+S = TypeVar("S", bound="BenchSpec")
+
+
+def checked(model: type[M], data: Mapping[str, Any], context: Mapping[str, Any] | None = None) -> M:
+    """``model`` validated from ``data`` (command-line values); the first problem is a ``UsageError``."""
+    try:
+        return model.model_validate(dict(data), context=dict(context or {}))
+    except ValidationError as exc:
+        raise UsageError(first_problem(exc)) from exc
+
+
+Upgrade = Callable[[BenchSpec, Mapping[str, Any], Any], BenchSpec]
+_UPGRADES: dict[str, Upgrade] = {}
+
+
+def register_upgrade(kind: str, upgrade: Upgrade) -> None:
+    """``upgrade(spec, workload, summary)``: a schema-1 spec of ``kind`` with what the run recorded
+    elsewhere filled in (fields left unset: the stored form does not change)."""
+    _UPGRADES[kind] = upgrade
+
+
+def load_spec(
+    doc: Mapping[str, Any] | None,
+    engine: str | None = None,
+    *,
+    workload: Mapping[str, Any] | None = None,
+    summary: Any = None,
+) -> BenchSpec:
+    """A stored (or exported) spec document -> the typed spec. ``engine`` (``RunInfo.engine``) chooses the
+    kind of a document that names none; ``workload`` and ``summary`` (the run's) complete a schema-1 spec.
+    ``SpecError`` saying what is wrong otherwise."""
+    data = dict(doc or {})
+    version = data.pop(SCHEMA_KEY, 1)
+    if version not in (1, SCHEMA_VERSION):
+        raise SpecError(f"config schema {version!r} is not one this gpuledger reads (1..{SCHEMA_VERSION})")
+    kind = data.pop(KIND_KEY, None)
+    if kind is not None and not isinstance(kind, str):
+        raise SpecError(f"config: kind {kind!r} is not a name")
+    name = data.get("engine") if isinstance(data.get("engine"), str) else engine
+    cls = _KINDS.get(kind) if kind else (kind_of_engine(name) if data else BenchSpec)
+    if cls is None:
+        raise SpecError(f"config: kind {kind!r} is not one this gpuledger reads ({', '.join(_KINDS)})")
+    try:
+        spec = cls.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(f"config ({cls.KIND or 'run'}): {first_problem(exc)}") from exc
+    upgrade = _UPGRADES.get(cls.KIND)
+    if version == 1 and upgrade is not None:
+        spec = upgrade(spec, workload or {}, summary)
+    return spec
+
+
+def dump_spec(spec: BenchSpec | None, *, stored: bool = False) -> dict[str, Any]:
+    """The spec as JSON types: the fields that were set, ``kind`` when the engine's name does not say it,
+    and (``stored=True``) the schema marker the store keeps."""
+    if spec is None:
+        return {}
+    out = spec.model_dump(mode="json", exclude_unset=True, by_alias=True)
+    if spec.KIND and kind_of_engine(spec.engine) is not type(spec):
+        out = {KIND_KEY: spec.KIND, **out}
+    if stored:
+        out[SCHEMA_KEY] = SCHEMA_VERSION
+    return out
+
+
+def settled(spec: S) -> S:
+    """``spec`` with every field it holds marked as set (a new run's spec dumps all of them), except the
+    optional records that are None (``like``)."""
+    data = spec.model_dump(by_alias=True)
+    if spec.like is None:
+        data.pop("like", None)
+    return type(spec).model_validate(data)
+
+
+__all__ = [
+    "DATASETS",
+    "DEFAULT_CONCURRENCY",
+    "DEFAULT_NUM_REQUESTS",
+    "SCHEMA_KEY",
+    "SLO_KEYS",
+    "BatchStage",
+    "BenchSpec",
+    "ConcurrencyLoad",
+    "ConcurrencyStage",
+    "DatasetSpec",
+    "LikeOrigin",
+    "LoadSpec",
+    "RateLoad",
+    "RateStage",
+    "ServerSpec",
+    "SpecError",
+    "SpecModel",
+    "Stage",
+    "SweepLoad",
+    "TelemetryRecord",
+    "TelemetrySource",
+    "TokenIdDataset",
+    "checked",
+    "dump_spec",
+    "first_problem",
+    "kind_of_engine",
+    "load_spec",
+    "register_upgrade",
+    "settled",
+    "slo_problem",
+    "spec_kinds",
+]
