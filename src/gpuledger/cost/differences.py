@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from gpuledger.bench.server_state import QUEUE_NOTE_MS
+from gpuledger.cost.groups import REPEAT_KEY
 from gpuledger.cost.runcost import RunCost
 from gpuledger.cost.runview import flat
 from gpuledger.records import RunInfo, RunSummary, dump_spec
@@ -140,6 +141,26 @@ def _saturation_warnings(ra: RunInfo, rb: RunInfo) -> list[str]:
     ]
 
 
+def verdict_differences(ra: RunInfo, rb: RunInfo) -> list[str]:
+    """The checks of the two runs' stored validity verdicts (``bench.validity``) that came out differently:
+    one run passed what the other warned or failed, so their figures are not equally trustworthy. Runs
+    stored before the verdict existed are not judged here (``show`` and ``report`` compute theirs from
+    their requests), so what ``compare`` prints for them stays what it was."""
+    va = ra.summary.verdict if ra.summary is not None else None
+    vb = rb.summary.verdict if rb.summary is not None else None
+    if va is None or vb is None:
+        return []
+    out = []
+    for ca in va.checks:
+        cb = vb.check(ca.name)
+        if cb is not None and cb.status != ca.status:
+            out.append(
+                f"the runs' validity differs on {ca.name}: A {ca.status} ({ca.why}) vs B {cb.status} "
+                f"({cb.why})"
+            )
+    return out
+
+
 def comparison_warnings(a: RunCost, b: RunCost) -> list[str]:
     ra, rb = a.run, b.run
     out: list[str] = []
@@ -148,8 +169,11 @@ def comparison_warnings(a: RunCost, b: RunCost) -> list[str]:
     wa, wb = flat(ra.workload or {}), flat(rb.workload or {})
     same_file = wa.get("sha256") is not None and wa.get("sha256") == wb.get("sha256")
     # A dataset file read from another place is the same workload when its bytes are the same.
+    # Repeats of one spec differ in their group and index only: that is not another workload.
     diff = sorted(
-        k for k in set(wa) | set(wb) if wa.get(k) != wb.get(k) and not (same_file and k == "path")
+        k
+        for k in set(wa) | set(wb)
+        if wa.get(k) != wb.get(k) and not (same_file and k == "path") and not k.startswith(f"{REPEAT_KEY}.")
     )
     if diff:
         out.append(
@@ -178,6 +202,7 @@ def comparison_warnings(a: RunCost, b: RunCost) -> list[str]:
         if run.status != "complete":
             out.append(f"run {run.id} ({side}) is {run.status}, not complete")
     out.extend(_saturation_warnings(ra, rb))
+    out.extend(verdict_differences(ra, rb))
     if ra.engine != rb.engine:
         out.append(f"different engines: {ra.engine!r} (A) vs {rb.engine!r} (B)")
     sa, sb = flat(ra.server or {}), flat(rb.server or {})
