@@ -4,7 +4,8 @@
 telemetry found, where a repeated workload came from). Each kind of engine subclasses it with its own
 arguments and registers under ``KIND``: ``ServerSpec`` for the HTTP engines (``openai``, ``ollama``: server,
 model, endpoint, dataset, load, counts, timeouts) here, ``TorchSpec`` for the in-process engine (model,
-device, dtype, batch, lengths) in ``records/torchspec.py``. A spec is what is needed to repeat the run
+device, dtype, batch, lengths) in ``records/torchspec.py``; the load patterns and stages are in
+``records/load.py``, the models' base in ``records/specbase.py``. A spec is what is needed to repeat the run
 (``bench --like``) plus what the engine resolved when it ran (the device it chose, the model it built).
 
 Every field is optional: runs stored before the spec was typed (schema 1) hold whatever the gpuledger of
@@ -21,10 +22,9 @@ Validation messages are the command line's own one-line errors (``--concurrency 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Self, TypeVar
+from typing import Any, ClassVar, Self, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -37,6 +37,17 @@ from pydantic import (
 )
 
 from gpuledger.errors import UsageError
+from gpuledger.records.load import (
+    BatchStage,
+    ConcurrencyLoad,
+    ConcurrencyStage,
+    LoadSpec,
+    RateLoad,
+    RateStage,
+    Stage,
+    SweepLoad,
+)
+from gpuledger.records.specbase import SpecError, SpecModel, finite_positive
 from gpuledger.urls import redact_url
 
 SCHEMA_KEY = "$schema"
@@ -47,21 +58,6 @@ DATASETS = ("builtin", "random", "jsonl", "sharegpt")
 FILE_DATASETS = ("jsonl", "sharegpt")
 DEFAULT_CONCURRENCY = 8
 DEFAULT_NUM_REQUESTS = 64
-
-
-class SpecError(ValueError):
-    """A stored spec that cannot be read (the store maps it to StoreError / InvalidInputError)."""
-
-
-class SpecModel(BaseModel):
-    """Base of the spec's models: unknown keys refused. Infinities pass the type check and are refused by
-    the validators with the flag's own message (``--duration must be a positive number of seconds``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-
-def _finite_positive(value: float | None) -> bool:
-    return value is None or (math.isfinite(value) and value > 0)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -110,145 +106,6 @@ class TokenIdDataset(SpecModel):
 
 
 # --------------------------------------------------------------------------------------------------
-# Load: stages and the patterns that make them
-# --------------------------------------------------------------------------------------------------
-
-
-class _Stage(SpecModel):
-    """One stage of a run: its name and how its requests are released (``RELEASE``: the driver the
-    runner uses, ``bench/drive.py``)."""
-
-    RELEASE: ClassVar[str] = ""
-
-    stage: str = ""
-
-    def in_flight(self) -> int | None:
-        """The most requests in flight during the stage (None: unbounded)."""
-        return None
-
-    def warmup(self, count: int) -> Stage:
-        """The stage the unmeasured warm-up of ``count`` requests runs as."""
-        return ConcurrencyStage(stage="warmup", concurrency=min(count, self.in_flight() or count))
-
-    def params(self) -> dict[str, Any]:
-        """The stage as the summary and the stored load list it (``{"stage": "c=4", "concurrency": 4}``)."""
-        return self.model_dump(mode="json")
-
-
-class ConcurrencyStage(_Stage):
-    """``concurrency`` requests always in flight: the next is sent when one finishes."""
-
-    RELEASE: ClassVar[str] = "concurrency"
-
-    concurrency: int
-
-    @model_validator(mode="after")
-    def _positive(self) -> Self:
-        if self.concurrency < 1:
-            raise ValueError(f"--concurrency must be at least 1, got {self.concurrency}")
-        return self
-
-    def in_flight(self) -> int | None:
-        return self.concurrency
-
-
-class RateStage(_Stage):
-    """Poisson arrivals at ``rate_requests_per_s``, at most ``max_concurrency`` in flight (None: uncapped)."""
-
-    RELEASE: ClassVar[str] = "rate"
-
-    rate_requests_per_s: float
-    max_concurrency: int | None = None
-
-    @model_validator(mode="after")
-    def _positive(self) -> Self:
-        if not _finite_positive(self.rate_requests_per_s):
-            raise ValueError(
-                f"--rate must be a positive number of requests per second, got {self.rate_requests_per_s}"
-            )
-        if self.max_concurrency is not None and self.max_concurrency < 1:
-            raise ValueError(f"--concurrency must be at least 1, got {self.max_concurrency}")
-        return self
-
-    def in_flight(self) -> int | None:
-        return self.max_concurrency
-
-
-class BatchStage(_Stage):
-    """Whole batches of ``batch_size`` requests generated together (the in-process engine). No new batch
-    starts once the last batch's duration says the next would end past ``time_cap_s`` (from the stage's
-    start)."""
-
-    RELEASE: ClassVar[str] = "batch"
-
-    batch_size: int = Field(ge=1)
-    time_cap_s: float | None = None
-
-    def in_flight(self) -> int | None:
-        return self.batch_size
-
-    def warmup(self, count: int) -> Stage:
-        return BatchStage(stage="warmup", batch_size=self.batch_size)
-
-
-Stage = ConcurrencyStage | RateStage | BatchStage
-
-
-class _Load(SpecModel):
-    """A load pattern as stored: its ``kind`` and the stages it runs, in order."""
-
-    def run_stages(self) -> list[Stage]:
-        """The stages, in the order they run."""
-        return []
-
-    def max_in_flight(self) -> int | None:
-        """The most requests ever in flight (None: unbounded, a rate without a cap)."""
-        values = [s.in_flight() for s in self.run_stages()]
-        return None if not values or any(v is None for v in values) else max(v for v in values if v)
-
-    def fixed_concurrency(self) -> int | None:
-        """The concurrency of a run at one fixed load level, else None (a rate, a sweep)."""
-        return None
-
-
-class ConcurrencyLoad(_Load):
-    kind: Literal["concurrency"] = "concurrency"
-    stages: list[ConcurrencyStage] = Field(min_length=1, max_length=1)
-
-    def run_stages(self) -> list[Stage]:
-        return list(self.stages)
-
-    def fixed_concurrency(self) -> int | None:
-        return self.stages[0].concurrency
-
-
-class RateLoad(_Load):
-    kind: Literal["rate"] = "rate"
-    stages: list[RateStage] = Field(min_length=1, max_length=1)
-
-    def run_stages(self) -> list[Stage]:
-        return list(self.stages)
-
-
-class SweepLoad(_Load):
-    kind: Literal["sweep"] = "sweep"
-    stages: list[ConcurrencyStage] = Field(min_length=1)
-
-    def run_stages(self) -> list[Stage]:
-        return list(self.stages)
-
-    @model_validator(mode="after")
-    def _distinct(self) -> Self:
-        values = [s.concurrency for s in self.stages]
-        if len(set(values)) != len(values):
-            raise ValueError("--sweep lists a concurrency twice")
-        return self
-
-
-LoadSpec = Annotated[ConcurrencyLoad | RateLoad | SweepLoad, Field(discriminator="kind")]
-
-
-# --------------------------------------------------------------------------------------------------
 # What every run has
 # --------------------------------------------------------------------------------------------------
 
@@ -275,7 +132,7 @@ class TelemetryRecord(SpecModel):
 
     @model_validator(mode="after")
     def _interval(self) -> Self:
-        if not _finite_positive(self.interval_s):
+        if not finite_positive(self.interval_s):
             raise ValueError(
                 f"--telemetry-interval must be a positive number of seconds, got {self.interval_s}"
             )
@@ -293,7 +150,7 @@ def slo_problem(slo: Mapping[str, float] | None) -> str | None:
     for key, value in (slo or {}).items():
         if key not in SLO_KEYS:
             return f"--slo: {key!r} is not one of {', '.join(SLO_KEYS)}"
-        if not _finite_positive(value):
+        if not finite_positive(value):
             return f"--slo: {key} must be a positive number of milliseconds, got {value}"
     return None
 
@@ -445,20 +302,20 @@ class ServerSpec(BenchSpec):
             raise ValueError("give --num-requests or --duration, not both")
         if self.num_requests_per_stage is not None and self.num_requests_per_stage < 1:
             raise ValueError(f"--num-requests must be at least 1, got {self.num_requests_per_stage}")
-        if not _finite_positive(self.duration_s):
+        if not finite_positive(self.duration_s):
             raise ValueError(f"--duration must be a positive number of seconds, got {self.duration_s}")
         if self.warmup is not None and self.warmup < 0:
             raise ValueError(f"--warmup must be 0 or more, got {self.warmup}")
-        if not _finite_positive(self.request_timeout_s):
+        if not finite_positive(self.request_timeout_s):
             raise ValueError(
                 f"--request-timeout must be a positive number of seconds, got {self.request_timeout_s}"
             )
-        if not _finite_positive(self.server_metrics_interval_s):
+        if not finite_positive(self.server_metrics_interval_s):
             raise ValueError(
                 "--server-metrics-interval must be a positive number of seconds, got "
                 f"{self.server_metrics_interval_s}"
             )
-        if not _finite_positive(self.telemetry_interval):
+        if not finite_positive(self.telemetry_interval):
             raise ValueError(
                 f"--telemetry-interval must be a positive number of seconds, got {self.telemetry_interval}"
             )
