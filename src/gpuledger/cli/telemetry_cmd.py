@@ -1,0 +1,101 @@
+"""``gpuledger telemetry import RUN FILE``: attach a power/utilisation log taken on the server's node to a
+stored run (``gpuledger.telemetry.attach``; formats in ``gpuledger.telemetry.logs``, docs/telemetry.md)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from gpuledger.cli.common import DbOpt, JsonOpt, console, print_json
+from gpuledger.errors import UsageError
+
+telemetry_app = typer.Typer(
+    name="telemetry", help="Telemetry taken elsewhere: attach a log of the server's node to a stored run.",
+    no_args_is_help=True,
+)
+
+
+class LogFormatOpt(StrEnum):
+    nvidia_smi = "nvidia-smi"
+    amd_smi = "amd-smi"
+    dcgm = "dcgm"
+
+
+def _num(value: Any, fmt: str, unit: str) -> str:
+    return "n/a" if not isinstance(value, int | float) else f"{value:{fmt}} {unit}"
+
+
+def _render(doc: dict[str, Any]) -> None:
+    console.print(f"run {doc['run']}: {doc['format']} log {doc['file']}, window from {doc['window_start']} "
+                  f"for {doc['window_s']:.2f} s (clock offset {doc['clock_offset_s']:g} s)", markup=False)
+    table = Table(title="devices from the log", title_justify="left")
+    for col in ("device", "assigned", "mean power", "energy", "samples", "valid"):
+        table.add_column(col, justify="right" if col in ("mean power", "energy", "samples") else "left")
+    for d in doc["devices"]:
+        energy = _num(d.get("energy_j"), ",.1f", "J")
+        if d.get("energy_method"):
+            energy += f" ({d['energy_method']})"
+        valid = "yes" if d.get("valid") else "no: " + ", ".join(d.get("reasons") or [])
+        table.add_row(str(d["device"]), "yes" if d.get("assigned") else "no",
+                      _num(d.get("mean_power_w"), ",.1f", "W"), energy, str(d.get("samples")), valid)
+    console.print(table)
+    for d in doc["devices"]:
+        if d.get("validity_reason"):
+            console.print(f"  {d['device']}: {d['validity_reason']}", markup=False)
+    if doc["malformed_rows"]:
+        console.print(f"  {doc['malformed_rows']} of {doc['rows']} rows could not be read and were left out; "
+                      f"the first: {doc['first_malformed']}", markup=False)
+
+
+@telemetry_app.command("import")
+def import_cmd(
+    run: Annotated[str, typer.Argument(help="Run id or unambiguous prefix.")],
+    file: Annotated[Path, typer.Argument(help="The log (nvidia-smi CSV, amd-smi CSV, or timestamped dcgmi "
+                                              "dmon output).")],
+    fmt: Annotated[
+        LogFormatOpt | None,
+        typer.Option("--format", "-f", case_sensitive=False, help="The log's format (default: told from its "
+                                                                  "first lines)."),
+    ] = None,
+    gpus: Annotated[int | None, typer.Option("--gpus", help="The run was served by N GPUs: the log's indices "
+                                                            "0..N-1; one absent is device_missing.")] = None,
+    clock_offset: Annotated[float, typer.Option("--clock-offset", help="Seconds added to every log time (the "
+                                                                        "node's clock runs that far behind).")
+                            ] = 0.0,
+    gap_limit: Annotated[float, typer.Option("--gap-limit", help="Longest gap between samples, s, for the "
+                                                                  "energy to be valid.")] = 3.0,
+    db: DbOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Attach a log taken on the server's node to RUN, matched to its window by wall-clock time."""
+    import math
+
+    from gpuledger.store import open_store
+    from gpuledger.telemetry.attach import import_log
+
+    if not math.isfinite(clock_offset):
+        raise UsageError(f"--clock-offset must be a number of seconds, got {clock_offset}")
+    if not (gap_limit > 0 and math.isfinite(gap_limit)):
+        raise UsageError(f"--gap-limit must be a positive number of seconds, got {gap_limit}")
+    if gpus is not None and gpus < 1:
+        raise UsageError(f"--gpus must be 1 or more, got {gpus}")
+    store = open_store(db)
+    try:
+        result = import_log(store, run, file, fmt=fmt.value if fmt is not None else None,
+                            gpus=gpus, clock_offset_s=clock_offset, gap_limit_s=gap_limit)
+    finally:
+        store.close()
+    doc = result.to_dict()
+    if json_out:
+        print_json(doc)
+    else:
+        _render(doc)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``telemetry`` group (``telemetry import``)."""
+    app.add_typer(telemetry_app, name="telemetry")
