@@ -43,11 +43,12 @@ def _register() -> None:
         run_cmd,
         sample_cmd,
         store_cmds,
+        telemetry_cmd,
     )
 
     # Order = the user's path through the tool (DESIGN.md): run first, then the steps.
     for module in (run_cmd, doctor_cmd, lock_cmd, bench_cmd, sample_cmd, cost_cmds, report_cmd,
-                   monitor_cmd, store_cmds):
+                   monitor_cmd, store_cmds, telemetry_cmd):
         module.register(app)
 
 
