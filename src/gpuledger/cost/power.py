@@ -56,6 +56,8 @@ def _gpu_power(
     measured: list[float] = []
     tdp_used = False
     tdp_estimate = False
+    not_valid: list[float] = []  # issue 20: a measurement that is not valid is priced as a labelled estimate
+    missing: list[DeviceView] = []
     for d in used:
         if d.mean_power_w is not None and d.power_valid:
             measured.append(d.mean_power_w)
@@ -68,13 +70,19 @@ def _gpu_power(
                 }
             )
             continue
-        why = (
-            f"measured power invalid: {d.validity_reason}"
-            if d.mean_power_w is not None
-            else f"power not measured: {d.unavailable_power or 'no power readings in the telemetry'}"
-        )
+        if d.mean_power_w is not None:
+            not_valid.append(d.mean_power_w)
+            label = f"estimate: measured, not valid ({', '.join(d.reasons) or 'not valid'})"
+            per_device.append({"device": d.key, "name": d.name, "power_w": d.mean_power_w,
+                               "power_source": f"{label}; {_measured_source([d])}",
+                               "why": f"measured power not valid: {d.validity_reason}"})
+            continue
+        why = f"power not measured: {d.unavailable_power or 'no power readings in the telemetry'}"
         spec = catalog.find(d.name)
         tdp = spec.device_figure("tdp_w") if spec is not None else None
+        if (tdp is None or tdp.value is None) and d.missing:
+            missing.append(d)
+            continue
         if tdp is None or tdp.value is None:
             raise InvalidInputError(
                 f"run {run.id}: device {d.key} ({d.name!r}): {why}, and "
@@ -98,6 +106,14 @@ def _gpu_power(
                 "why": why,
             }
         )
+    if missing:  # an expected device without samples: the others' mean, an estimate
+        if not per_device:
+            raise InvalidInputError(f"run {run.id}: no device that served it has power readings: no power to "
+                                    "price", hint="set power_w (W, all devices) in the cost profile")
+        fill = sum(float(x["power_w"]) for x in per_device) / len(per_device)
+        per_device.extend({"device": d.key, "name": d.name, "power_w": fill, "why": "device_missing",
+                           "power_source": f"estimate: no samples of the device; the mean of the others, "
+                                           f"{fill:.1f} W"} for d in missing)
     per_dev_values = [float(x["power_w"]) for x in per_device]
     serving = sum(per_dev_values)
     if n != len(used) and used:
@@ -107,14 +123,21 @@ def _gpu_power(
             f"profile gpu_count = {n} but the run used {len(used)} GPU(s): serving power scaled to "
             f"{n} x {mean:.1f} W"
         )
-    if tdp_used and measured:
+    guessed = bool(not_valid or missing)
+    if guessed:
+        parts = [p for p, on in (("measured", measured), ("estimate: measured but not valid", not_valid),
+                                 ("catalog TDP (not measured)", tdp_used),
+                                 ("estimate: the others' mean for a device without samples", missing)) if on]
+        source = parts[0] if len(parts) == 1 else "mixed: " + "; ".join(parts)
+    elif tdp_used and measured:
         source = "mixed: measured where available, catalog TDP (not measured) for the rest"
     elif tdp_used:
         source = "catalog TDP (not measured)"
     else:
         source = _measured_source(used)
     return PowerResolution(
-        serving, serving, source, tdp_estimate or tdp_used, not tdp_used, per_device, notes
+        serving, serving, source, tdp_estimate or tdp_used or guessed, not (tdp_used or guessed), per_device,
+        notes,
     )
 
 

@@ -323,7 +323,10 @@ def cost_of_run(
                 "every GPU stayed at 0 % utilisation during the run: it may have run on the CPU "
                 "(e.g. an engine falling back to CPU); the GPUs are priced anyway"
             )
-        if idle:
+        if idle and idle[0].assigned is False:  # issue 20: the run records what it was assigned
+            assumptions.append("GPUs not assigned to the run are not priced: " + "; ".join(
+                f"{d.key} {d.name} ({d.assigned_by})" for d in idle))
+        elif idle:
             assumptions.append(
                 "GPUs idle during the run (peak utilisation 0) are not priced: "
                 + ", ".join(f"{d.key} {d.name}" for d in idle)

@@ -1,4 +1,9 @@
-"""Reading what the cost model needs out of a stored run (``RunInfo``), tolerant of what is missing."""
+"""Reading what the cost model needs out of a stored run (``RunInfo``), tolerant of what is missing.
+
+Which GPUs a run used: the devices its telemetry summary records as ``assigned`` (from
+``CUDA_VISIBLE_DEVICES`` / ``ROCR_VISIBLE_DEVICES``, the server's node named by ``--telemetry-from`` and its
+selection, or ``telemetry import``: ``gpuledger.telemetry.assign``); a run stored before that record existed
+keeps the older rule, non-zero peak utilisation (``gpu_devices``)."""
 
 from __future__ import annotations
 
@@ -33,6 +38,10 @@ class DeviceView:
     peak_memory_bytes: float | None
     sources: tuple[str, ...]
     unavailable_power: str | None
+    reasons: tuple[str, ...] = ()  # energy validity codes (gpuledger.telemetry.energy.REASON_CODES)
+    assigned: bool | None = None  # None: the run has no record of what it was assigned
+    assigned_by: str | None = None
+    samples: int | None = None
 
     @property
     def is_gpu(self) -> bool:
@@ -55,6 +64,10 @@ class DeviceView:
         else:
             sources = ()
         valid = d.get("valid")
+        raw_reasons = d.get("reasons")
+        reasons = tuple(str(r) for r in raw_reasons) if isinstance(raw_reasons, list | tuple) else ()
+        assigned = d.get("assigned")
+        samples = d.get("samples")
         return cls(
             key=str(d.get("device") or d.get("key") or ""),
             vendor=str(d.get("vendor") or ""),
@@ -68,22 +81,88 @@ class DeviceView:
             peak_memory_bytes=_num(d.get("peak_memory_bytes")),
             sources=sources,
             unavailable_power=reason,
+            reasons=reasons,
+            assigned=assigned if isinstance(assigned, bool) else None,
+            assigned_by=str(d.get("assigned_by")) if d.get("assigned_by") else None,
+            samples=samples if isinstance(samples, int) and not isinstance(samples, bool) else None,
         )
+
+    @property
+    def missing(self) -> bool:
+        """Expected (assigned, selected, --gpus) but no sample arrived."""
+        return "device_missing" in self.reasons and not self.samples
 
 
 def devices(run: RunInfo) -> list[DeviceView]:
     return [DeviceView.from_dict(d) for d in run.telemetry_summary if isinstance(d, Mapping)]
 
 
+def has_assignment(run: RunInfo) -> bool:
+    """Does the run record which GPUs it was assigned (runs written since issue 20 may)?"""
+    return any(d.assigned is not None for d in devices(run) if d.is_gpu)
+
+
 def gpu_devices(run: RunInfo) -> tuple[list[DeviceView], list[DeviceView]]:
-    """(GPUs the run used, GPUs that stayed idle). A GPU whose peak utilisation stayed exactly 0 during
-    the window is counted as not used; when every GPU stayed idle all are kept (and the cost model warns:
-    the run may have fallen back to the CPU)."""
+    """(GPUs the run used, GPUs it did not). With a record of what the run was assigned (module
+    docstring): the assigned GPUs, and those recorded as not assigned. Without one (a run stored before
+    the record existed): a GPU whose peak utilisation stayed exactly 0 during the window is counted as not
+    used; when every GPU stayed idle all are kept (and the cost model warns: the run may have fallen back
+    to the CPU)."""
     gpus = [d for d in devices(run) if d.is_gpu]
+    if any(d.assigned is not None for d in gpus):
+        return [d for d in gpus if d.assigned], [d for d in gpus if d.assigned is False]
     used = [d for d in gpus if d.peak_util_ratio != 0.0]
     if not used:
         return gpus, []
     return used, [d for d in gpus if d.peak_util_ratio == 0.0]
+
+
+NO_TELEMETRY = "no_telemetry"  # the run has no telemetry of the devices that served it
+NO_POWER = "no_power_readings"  # a device that served it has no power or energy readings
+RECORDED_INVALID = "recorded_invalid"  # stored before the reason codes: see the device's validity_reason
+
+
+def energy_view(run: RunInfo) -> dict[str, Any]:
+    """The run's energy as ``show --json`` gives it (``energy``): over the devices that served it (the
+    GPUs it used, else its CPU), ``valid`` (every one of them valid, none missing, every one measured),
+    ``reasons`` (the codes of ``gpuledger.telemetry.energy.REASON_CODES``, plus ``no_telemetry``,
+    ``no_power_readings``, ``recorded_invalid``), ``joules``, the devices and the sources."""
+    used, _ = gpu_devices(run)
+    cpu = cpu_device(run)
+    devs = used or ([cpu] if cpu is not None else [])
+    basis = ("assigned" if has_assignment(run) else "non-zero utilisation (no record of the assigned GPUs)"
+             ) if used else ("cpu" if devs else None)
+    reasons: list[str] = []
+    details: list[str] = []
+    for d in devs:
+        codes = list(d.reasons) or ([RECORDED_INVALID] if not d.power_valid else [])
+        if d.energy_j is None and NO_POWER not in codes and "device_missing" not in codes:
+            codes.append(NO_POWER)
+        reasons.extend(c for c in codes if c not in reasons)
+        if codes:
+            details.append(f"{d.key}: {d.validity_reason or d.unavailable_power or ', '.join(codes)}")
+    if not devs:
+        reasons.append(NO_TELEMETRY)
+        details.append("the run has no telemetry of the devices that served it")
+    energies = [d.energy_j for d in devs]
+    joules = sum(e for e in energies if e is not None) if devs and all(e is not None for e in energies) \
+        else None
+    return {
+        "valid": not reasons,
+        "reasons": reasons,
+        "details": details,
+        "joules": joules,
+        "unit": "J",
+        "methods": sorted({d.energy_method for d in devs if d.energy_method}),
+        "basis": basis,
+        "devices": [
+            {"device": d.key, "name": d.name, "energy_j": d.energy_j, "method": d.energy_method,
+             "valid": d.power_valid and not d.reasons, "reasons": list(d.reasons),
+             "assigned_by": d.assigned_by, "sources": list(d.sources)}
+            for d in devs
+        ],
+        "sources": sorted({s for d in devs for s in d.sources}),
+    }
 
 
 def cpu_device(run: RunInfo) -> DeviceView | None:
