@@ -15,6 +15,7 @@ from gpuledger.doctor.containers import check_containers, check_wsl
 from gpuledger.doctor.context import Context, fill_values
 from gpuledger.doctor.findings import Finding, make, sort_findings
 from gpuledger.doctor.hardware import check_hardware, check_kernel
+from gpuledger.doctor.image_stack import check_image_stack
 from gpuledger.doctor.knowledge import Layer, knowledge_base
 from gpuledger.doctor.management import check_management
 from gpuledger.doctor.runtime import check_runtime
@@ -28,6 +29,7 @@ LAYER_CHECKS: tuple[tuple[Layer, Callable[[Context], list[Finding]]], ...] = (
     ("containers", check_containers),
     ("wsl", check_wsl),
     ("applications", check_applications),
+    ("applications", check_image_stack),
 )
 _NEXT_LAYER: dict[str, Layer] = {"kernel": "management", "management": "runtime"}
 

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from gpuledger.facts.image_stack import collect_image_stack
 from gpuledger.facts.model import (
     DeepResult,
     EngineVersion,
@@ -291,4 +292,5 @@ def collect_frameworks(
     if facts.torch.installed and (probe or deep):
         facts.torch.probe = probe_torch(runner, python or sys.executable, deep=deep)
     facts.engines = engine_versions(runner)
+    facts.image = collect_image_stack()
     return facts

@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gpuledger.facts.image_stack import ImageStackFacts
 from gpuledger.facts.runner import CommandResult
 
 Vendor = Literal["nvidia", "amd", "intel", "other"]
@@ -291,6 +292,7 @@ class FrameworkFacts(_Model):
     python_executable: str | None = None
     torch: TorchFacts = Field(default_factory=TorchFacts)
     engines: dict[str, EngineVersion] = Field(default_factory=dict)
+    image: ImageStackFacts = Field(default_factory=ImageStackFacts)
 
 
 class NvidiaContainerDevice(_Model):
