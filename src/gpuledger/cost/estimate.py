@@ -169,15 +169,18 @@ def estimate_run(
     cat = catalog if catalog is not None else load_catalog()
     tgt = cat.resolve(target) if isinstance(target, str) else target
     used, _ = gpu_devices(run)
-    if not used:
+    origin = run.summary.origin() if run.summary is not None and not used else None
+    if not used and (origin is None or origin.gpu is None):
         raise InvalidInputError(
             f"estimate needs a run measured on a GPU the catalog knows; run {run.id} has no GPU telemetry "
             "(CPU-only or not recorded)"
         )
-    src = cat.find(used[0].name)
+    # A published point carries the GPU it was published on instead of telemetry.
+    src_name = origin.gpu if origin is not None and origin.gpu else used[0].name
+    src = cat.find(src_name)
     if src is None:
         raise NotFoundError(
-            f"run {run.id} ran on {used[0].name!r}, which is not in the GPU catalog: its peak "
+            f"run {run.id} ran on {src_name!r}, which is not in the GPU catalog: its peak "
             "figures are needed to carry the measured efficiency",
             hint="add the GPU to your catalog file (docs/cost.md)",
         )
@@ -208,7 +211,7 @@ def estimate_run(
     dtype = run_dtype(run)
     scale = roofline_scale(src, tgt, share, dtype)
     assumptions.extend(scale.assumptions)
-    n = len(used)
+    n = len(used) or (origin.gpus if origin is not None and origin.gpus else 1)
 
     summary = measured.with_window(scale.speedup)
     if isinstance(summary, TextGenerationSummary):
@@ -246,8 +249,8 @@ def estimate_run(
         catalog=cat,
         doctor_records=doctor_records,
         power=power,
-        rate_source=f"estimate: the run's measured rates x {scale.speedup:.3g} (roofline {src.name} -> "
-        f"{tgt.name}), not measured",
+        rate_source=f"estimate: the run's {'rates ' + origin.label if origin else 'measured rates'} x "
+        f"{scale.speedup:.3g} (roofline {src.name} -> {tgt.name}), not measured",
     )
     warnings = [
         f"ESTIMATE: {src.name} -> {tgt.name} by a roofline model (x{scale.speedup:.3g} throughput); "

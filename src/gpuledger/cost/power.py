@@ -19,7 +19,7 @@ from gpuledger.cost.presets import cpu_defaults
 from gpuledger.cost.profile import CostProfile
 from gpuledger.cost.runview import DeviceView, cpu_device, cpu_threads
 from gpuledger.errors import InvalidInputError
-from gpuledger.records import RunInfo
+from gpuledger.records import Origin, RunInfo
 
 NOT_NEEDED = "not measured — not needed for the price: rental includes energy"
 
@@ -34,11 +34,12 @@ class PowerResolution:
     per_device: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     needed: bool = True  # False under a rental profile: energy is in the price
+    published: bool = False  # the publisher's figure (a published point), not measured here
 
     @property
     def known(self) -> bool:
-        """A power figure exists (measured, given or estimated)."""
-        return self.needed or self.measured
+        """A power figure exists (measured, published, given or estimated)."""
+        return self.needed or self.measured or self.published
 
 
 def _measured_source(devs: Sequence[DeviceView]) -> str:
@@ -195,8 +196,22 @@ def _measured_only(run: RunInfo, kind: str, used: list[DeviceView]) -> PowerReso
     return PowerResolution(0.0, 0.0, NOT_NEEDED, False, False, [], [], needed=False)
 
 
-def named_gpu_power(run: RunInfo, gpu: str, n: int, catalog: Catalog) -> PowerResolution:
-    """A run without telemetry of its devices, on ``n`` of the GPU the user named: its catalog TDP."""
+def published_power(origin: Origin, n: int, catalog: Catalog) -> PowerResolution:
+    """A published point's power: the power per GPU its publisher gave, x its GPUs — never "measured"."""
+    per = origin.power_w_per_gpu or 0.0
+    name = catalog.resolve(origin.gpu).name if origin.gpu else "GPU"
+    note = f"; {origin.power_note}" if origin.power_note else ""
+    source = f"{origin.label}: {per:g} W per GPU x {n}{note}"
+    devs = [{"device": f"published:{i}", "name": name, "power_w": per, "power_source": source}
+            for i in range(n)]
+    return PowerResolution(per * n, per * n, source, True, False, devs, [], published=True)
+
+
+def named_gpu_power(
+    run: RunInfo, gpu: str, n: int, catalog: Catalog, why: str | None = None
+) -> PowerResolution:
+    """A run without telemetry of its devices, on ``n`` of the GPU the user named: its catalog TDP
+    (``why``: why no power was measured; default: the run has no telemetry of its devices)."""
     spec = catalog.resolve(gpu)
     tdp = spec.device_figure("tdp_w")
     if tdp.value is None:
@@ -207,7 +222,8 @@ def named_gpu_power(run: RunInfo, gpu: str, n: int, catalog: Catalog) -> PowerRe
     per = [{"device": f"{spec.vendor}:{i}", "name": spec.name, "power_w": tdp.value,
             "power_source": f"catalog TDP (not measured): {tdp.provenance()}"} for i in range(n)]
     source = (
-        f"estimate: catalog TDP of {spec.name} x {n} (not measured: the run has no telemetry of its devices)"
+        f"estimate: catalog TDP of {spec.name} x {n} (not measured: "
+        f"{why or 'the run has no telemetry of its devices'})"
     )
     return PowerResolution(tdp.value * n, tdp.value * n, source, True, False, per, [])
 
@@ -221,10 +237,12 @@ def resolve_power(
     catalog: Catalog,
     given: PowerResolution | None = None,
     gpu: str | None = None,
+    origin: Origin | None = None,
 ) -> PowerResolution:
     """Serving and idle power of the run's devices, with where the figures came from. ``given``: device
     power already worked out by the caller (the estimate), used unless the profile sets ``power_w``;
-    ``gpu``: the GPU a run without telemetry of its devices ran on (``--gpu``, else the profile's)."""
+    ``gpu``: the GPU a run without telemetry of its devices ran on (``--gpu``, else the profile's);
+    ``origin``: a published point's provenance (its published power per GPU, if any)."""
     named = gpu or profile.gpu
     if profile.power_w is not None:
         res = PowerResolution(
@@ -232,6 +250,10 @@ def resolve_power(
         )
     elif given is not None:
         res = given
+    elif origin is not None and origin.power_w_per_gpu is not None:
+        res = published_power(origin, max(n, 1), catalog)
+        if profile.mode == "rental":
+            return replace(res, needed=False)
     elif profile.mode == "rental":
         return _measured_only(run, kind, used)
     elif kind == "gpu":
@@ -239,7 +261,8 @@ def resolve_power(
     elif kind == "cpu":
         res = _cpu_power(run, profile, cpu_device(run))
     elif named is not None:
-        res = named_gpu_power(run, named, max(n, 1), catalog)
+        why = f"a point {origin.by}, published without its power" if origin is not None else None
+        res = named_gpu_power(run, named, max(n, 1), catalog, why)
     else:
         raise InvalidInputError(
             f"run {run.id} has no telemetry of the devices that served it (a server measured from another "

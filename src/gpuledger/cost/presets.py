@@ -49,6 +49,37 @@ class CpuDefaults(BaseModel):
     rental_per_vcpu_hour_x86_64: PresetFigure
 
 
+Tier = Literal["hyperscaler", "neocloud", "rental"]
+TIERS: tuple[Tier, ...] = ("hyperscaler", "neocloud", "rental")
+# The tier the old ``<gpu>-inferencex`` preset always was.
+LEGACY_TIER: Tier = "neocloud"
+TIER_WORDS: dict[Tier, str] = {
+    "hyperscaler": "owning as a hyperscaler, 4-year economic life",
+    "neocloud": "owning as a large neocloud, 4-year economic life",
+    "rental": "renting from a neocloud, 3-year contract with 25 % upfront",
+}
+
+
+class GpuTiers(BaseModel):
+    """One GPU's InferenceX $/GPU-hour on each tier."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    hyperscaler: float = Field(gt=0, le=1e6)
+    neocloud: float = Field(gt=0, le=1e6)
+    rental: float = Field(gt=0, le=1e6)
+
+
+class InferencexTiers(BaseModel):
+    """``inferencex_tiers:``: the three $/GPU-hour tiers per catalog GPU, their source and what they mean."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str
+    meaning: str
+    gpus: dict[str, GpuTiers]
+
+
 class PresetsFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -57,6 +88,7 @@ class PresetsFile(BaseModel):
     sources: dict[str, SourceIn]
     ownership: dict[Segment, dict[str, PresetFigure]]
     rental: dict[str, PresetFigure]
+    inferencex_tiers: InferencexTiers | None = None
     cpu: CpuDefaults
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
@@ -130,8 +162,48 @@ def _defaults(block: dict[str, PresetFigure], doc: PresetsFile) -> tuple[dict[st
     return values, sources
 
 
+def tier_name(key: str, tier: Tier) -> str:
+    """``b200-inferencex-hyperscaler``: the preset of one GPU's InferenceX tier."""
+    return f"{key}-inferencex-{tier}"
+
+
+def _source_text(doc: PresetsFile, key: str) -> str:
+    src = doc.sources.get(key)
+    if src is None:
+        raise InvalidInputError(f"built-in {PRESETS_NAME}: unknown source {key!r}")
+    return f"{src.title.strip()} ({src.date}){f' {src.url}' if src.url else ''}"
+
+
+def tier_presets(spec: GpuSpec, doc: PresetsFile) -> list[CostProfile]:
+    """``<key>-inferencex-{hyperscaler,neocloud,rental}`` and the old ``<key>-inferencex`` (the neocloud
+    tier) for a GPU with InferenceX tiers; [] for one without."""
+    tiers = doc.inferencex_tiers
+    prices = tiers.gpus.get(spec.key) if tiers is not None else None
+    if tiers is None or prices is None:
+        return []
+    out: list[CostProfile] = []
+    for tier in TIERS:
+        values, sources = _defaults(doc.rental, doc)
+        price = float(getattr(prices, tier))
+        sources["rental_per_gpu_hour"] = f"{_source_text(doc, tiers.source)}: {spec.name}, {tier} tier"
+        description = (
+            f"{spec.name} at SemiAnalysis InferenceX's {tier} tier, {price:g} USD per GPU-hour all-in "
+            f"({TIER_WORDS[tier]}, the segment as {_source_text(doc, tiers.meaning)} describes it; their "
+            "capex/opex inputs are not public)"
+        )
+        out.append(CostProfile(name=tier_name(spec.key, tier), description=description, currency="USD",
+                               rental_per_gpu_hour=price, sources=sources, **values))
+        if tier == LEGACY_TIER:
+            out.append(out[-1].model_copy(update={
+                "name": f"{spec.key}-inferencex",
+                "description": f"{description}; the same as {tier_name(spec.key, tier)} (its old name)",
+            }))
+    return out
+
+
 def gpu_presets(spec: GpuSpec, doc: PresetsFile) -> list[CostProfile]:
-    """``<key>-own``, ``<key>-rent``, ``<key>-inferencex`` for one catalog GPU (those its figures allow)."""
+    """``<key>-own``, ``<key>-rent``, ``<key>-inferencex`` (and the InferenceX tiers) for one catalog GPU
+    (those its figures allow)."""
     out: list[CostProfile] = []
     price = spec.figure("launch_price_usd")
     if price.value is not None:
@@ -162,8 +234,10 @@ def gpu_presets(spec: GpuSpec, doc: PresetsFile) -> list[CostProfile]:
                 **values,
             )
         )
+    tiered = tier_presets(spec, doc)
+    out.extend(tiered)
     ix = spec.figure("inferencex_usd_per_gpu_hour")
-    if ix.value is not None:
+    if ix.value is not None and not tiered:
         values, sources = _defaults(doc.rental, doc)
         sources["rental_per_gpu_hour"] = catalog_provenance(ix)
         out.append(
@@ -349,11 +423,16 @@ def gpu_default_profile(spec: GpuSpec) -> CostProfile:
 
 
 def default_profile_for(run: RunInfo, catalog: Catalog | None = None) -> CostProfile:
-    """A starting profile for a run: the catalog preset of the GPU it ran on (ownership when the catalog
-    knows a purchase price, else rental), or for a CPU-only run ``cpu-cloud`` scaled to the run's logical
-    CPU count when recorded. Every figure keeps its source in ``profile.sources``."""
+    """A starting profile for a run: the catalog preset of the GPU it ran on (or, for a published point,
+    was published on; ownership when the catalog knows a purchase price, else rental), or for a CPU-only
+    run ``cpu-cloud`` scaled to the run's logical CPU count when recorded. Every figure keeps its source in
+    ``profile.sources``."""
     cat = catalog if catalog is not None else load_catalog()
     used, _idle = gpu_devices(run)
+    origin = run.summary.origin() if run.summary is not None and not used else None
+    if origin is not None and origin.gpu:
+        # A published point: the catalog preset of the GPU it was published on.
+        return gpu_default_profile(cat.resolve(origin.gpu))
     if used:
         names = sorted({d.name for d in used})
         spec = cat.find(names[0])

@@ -20,7 +20,7 @@ from gpuledger.cost.power import PowerResolution, resolve_power
 from gpuledger.cost.profile import HOURS_PER_MONTH, CostProfile
 from gpuledger.cost.runview import DeviceView, cpu_device, gpu_devices
 from gpuledger.errors import InvalidInputError
-from gpuledger.records import DoctorRunRecord, RunInfo, RunSummary
+from gpuledger.records import DoctorRunRecord, Origin, RunInfo, RunSummary
 
 # Extra cost figures a kind of workload adds to its runs' cost documents (``RunCost.to_dict``).
 PricingExtra = Callable[["RunCost"], dict[str, Any]]
@@ -156,10 +156,12 @@ class RunCost:
                 "unit": prof.unit(name),
                 "source": prof.source_of(name),
             }
+        origin = self.summary.origin() if self.kind == "unknown" else None
         out["gpu_count"] = {
             "value": self.inputs.gpu_count,
             "unit": "GPUs",
-            "source": "profile gpu_count" if prof.gpu_count else "run telemetry (devices used)",
+            "source": origin.label if origin is not None
+            else "profile gpu_count" if prof.gpu_count else "run telemetry (devices used)",
         }
         out["setup_hours"] = {"value": self.inputs.setup_hours, "unit": "hours", "source": self.setup_source}
         out["power_serving_w"] = {
@@ -203,7 +205,8 @@ def _rates(run: RunInfo, summary: RunSummary) -> tuple[dict[str, float], str]:
 
 
 def _energy(
-    run: RunInfo, kind: str, used: list[DeviceView], power: PowerResolution, summary: RunSummary | None
+    run: RunInfo, kind: str, used: list[DeviceView], power: PowerResolution, summary: RunSummary | None,
+    published: bool = False,
 ) -> dict[str, Any]:
     """Energy over the run's window and per unit of work (``joules_per_<unit>``)."""
     window = summary.window_s if summary is not None else None
@@ -231,6 +234,9 @@ def _energy(
         joules = sum(d.energy_j or 0.0 for d in devs)
         methods = sorted({d.energy_method or "measured" for d in devs})
         method = f"measured energy in the window ({', '.join(methods)})"
+    elif window and power.known and published:
+        joules = power.serving_w * window
+        method = f"power ÷ the published rates: {power.serving_w:.1f} W ({power.source})"
     elif window and power.known:
         joules = power.serving_w * window
         method = f"power x window: {power.serving_w:.1f} W x {window:.2f} s ({power.source})"
@@ -245,6 +251,7 @@ def _energy(
         "joules": joules,
         "method": method,
         "estimate": power.estimate,
+        **({"basis": "published"} if power.published else {}),
         "excludes": "facility overhead (PUE)",
         **per_unit(joules),
     }
@@ -286,6 +293,32 @@ def _device_count(run: RunInfo, profile: CostProfile, kind: str, used: list[Devi
     return count or 0
 
 
+def _published_devices(
+    run: RunInfo, profile: CostProfile, origin: Origin, catalog: Catalog, gpus: int | None,
+    gpu: str | None, assumptions: list[str],
+) -> tuple[int | None, str | None]:
+    """(GPU count, GPU) a published point is priced on: its own. ``--gpus``/``--gpu`` that say otherwise
+    are refused (they would price other hardware than produced its rates); a profile's are not used."""
+    if origin.gpus is not None and gpus is not None and gpus != origin.gpus:
+        raise InvalidInputError(
+            f"run {run.id} is a point {origin.by} on {origin.gpus} GPU(s): --gpus {gpus} would price other "
+            "GPUs than produced its rates"
+        )
+    spec = catalog.find(origin.gpu) if origin.gpu else None
+    if gpu is not None and spec is not None and catalog.find(gpu) is not spec:
+        raise InvalidInputError(
+            f"run {run.id} is a point {origin.by} on {spec.name}: --gpu {gpu} would price another GPU than "
+            "produced its rates",
+            hint=f"gpuledger estimate {run.id} --gpu {gpu} carries it to another GPU (an estimate)",
+        )
+    for name, value in (("gpu_count", profile.gpu_count), ("gpu", profile.gpu)):
+        if value is not None:
+            assumptions.append(f"profile {name} {value} not used: the point was published on its own GPUs")
+    if spec is not None and origin.gpus is not None:
+        assumptions.append(f"{origin.gpus} x {spec.name}, as {origin.by}")
+    return origin.gpus or gpus, (spec.key if spec is not None else gpu)
+
+
 def cost_of_run(
     run: RunInfo,
     profile: CostProfile,
@@ -315,6 +348,10 @@ def cost_of_run(
     kind = "gpu" if used else ("cpu" if cpu is not None else "unknown")
     warnings: list[str] = []
     assumptions: list[str] = []
+    # A published point (no telemetry: someone else measured it) says which GPUs, how many.
+    origin = priced.origin() if kind == "unknown" else None
+    if origin is not None:
+        gpus, gpu = _published_devices(run, profile, origin, cat, gpus, gpu, assumptions)
     named = gpu or profile.gpu
     n = _device_count(run, profile, kind, used, gpus, named)
     if kind == "gpu":
@@ -338,13 +375,13 @@ def cost_of_run(
                     f"profile {profile.name!r}: {name} prices GPUs but run {run.id} used none (CPU-only run)",
                     hint="price a CPU run with host_price (ownership) or rental_per_hour",
                 )
-    else:
+    elif origin is None:
         assumptions.append(
             f"the run has no telemetry of the devices that served it: {n} GPU(s)"
             + (f" ({named})" if named else "")
             + " as the profile / command line say"
         )
-    power = resolve_power(run, profile, kind, used, n, cat, given=power, gpu=named)
+    power = resolve_power(run, profile, kind, used, n, cat, given=power, gpu=named, origin=origin)
     setup_hours, setup_source = resolve_setup_hours(profile, doctor_records, run)
     units = {u: priced.unit(u) for u in rates}
     inputs = CostInputs(profile, n, power.serving_w, power.idle_w, rates, head, units, setup_hours)
@@ -378,6 +415,8 @@ def cost_of_run(
         names = [cpu.name] if cpu is not None else []
     else:
         names = [cat.resolve(named).name] * n if named else []
+    if rate_source is None and origin is not None:
+        rate_source = origin.label
     if rate_source is None:
         rate_source = (
             f"stage {op.stage} of the sweep (measured)" if op is not None else "run summary (measured)"
@@ -393,7 +432,7 @@ def cost_of_run(
         idle_gpus=[f"{d.key} {d.name}" for d in idle],
         power=power,
         setup_source=setup_source,
-        energy=_energy(run, kind, used, power, run.summary),
+        energy=_energy(run, kind, used, power, run.summary, published=origin is not None),
         assumptions=assumptions,
         warnings=warnings,
         operating_point=point,

@@ -4,7 +4,9 @@ These are the contract between engines/bench (which produce them), the store (wh
 metrics/cost/report (pure functions over them); see ``run.py``, ``summary.py`` and ``units.py``.
 """
 
-from gpuledger.records import textgen, torchspec
+from gpuledger.records import published, textgen, torchspec
+from gpuledger.records.origin import Origin
+from gpuledger.records.published import PublishedSummary
 from gpuledger.records.run import (
     RUN_STATUSES,
     TOKEN_SOURCES,
@@ -41,6 +43,8 @@ __all__ = [
     "BenchSpec",
     "DoctorRunRecord",
     "Latency",
+    "Origin",
+    "PublishedSummary",
     "RequestRecord",
     "RunInfo",
     "RunStatus",
@@ -64,6 +68,7 @@ __all__ = [
     "dump_summary",
     "load_spec",
     "load_summary",
+    "published",
     "register_unit",
     "textgen",
     "torchspec",

@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gpuledger.quantity import Quantity
+from gpuledger.records.origin import Origin
 from gpuledger.records.units import UnitInfo, Work, unit_info
 from gpuledger.records.validity import Verdict
 
@@ -132,6 +133,11 @@ class RunSummary(Strict):
             else Quantity.missing(info.rate_text, "measured", "the window is empty")
         )
         return [(info.plural, fig)]
+
+    def origin(self) -> Origin | None:
+        """Where the figures come from when the run did not measure them itself (a published point:
+        ``records/published.py``); None for a run gpuledger measured."""
+        return None
 
     def fidelity_notes(self) -> list[str]:
         """Ways the run did not do the work it was asked for (e.g. other output lengths than requested)."""

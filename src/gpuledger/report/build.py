@@ -192,6 +192,9 @@ def _summary(info: RunInfo, requests: list[RequestRecord]) -> tuple[RunSummary |
     the summary recomputed now from its stored requests by the same metrics functions, with the run's
     SLOs and sweep stages."""
     if info.summary is not None:
+        origin = info.summary.origin()
+        if origin is not None:
+            return info.summary, f"{origin.label} (stored by gpuledger import-results)"
         return info.summary, "stored summary (gpuledger.bench.metrics at the end of the run)"
     if not requests:
         return None, "no requests stored"
@@ -207,6 +210,9 @@ def _accelerators(info: RunInfo) -> tuple[int, str]:
     from gpuledger.cost.runview import gpu_devices
 
     used, idle = gpu_devices(info)
+    origin = info.summary.origin() if info.summary is not None and not used else None
+    if origin is not None and origin.gpus:
+        return origin.gpus, f"{origin.gpus} GPU(s), as {origin.by}"
     if used:
         note = f"{len(used)} GPU(s) seen working by the telemetry sampler"
         if idle:

@@ -241,6 +241,32 @@ class Store:
                     raise InvalidInputError(f"a run with id {given!r} already exists in {self.url}") from None
         raise StoreError(f"could not find an unused run id in {self.url} after {_ID_ATTEMPTS} tries")
 
+    def create_runs(self, infos: Sequence[RunInfo]) -> list[str]:
+        """Store finished runs (``import-results``) under fresh ids in one transaction: every run is
+        written, or — on any error — none. Their ``status`` is kept; no process is their writer."""
+        now = _now()
+        rows = []
+        for info in infos:
+            fields = {k: getattr(info, k) for k in exchange.RUN_FIELDS if k != "id"}
+            exchange.check_run_fields(fields | {"created_at": info.created_at or now})
+            rows.append(exchange.run_values(info) | _NO_WRITER
+                        | {"created_at": info.created_at or now, "updated_at": now})
+        for _ in range(_ID_ATTEMPTS):
+            ids = [new_run_id() for _ in rows]
+            if len(set(ids)) != len(ids):
+                continue
+            try:
+                with self._tx("creating runs", write=True) as conn:
+                    if rows:
+                        conn.execute(sa.insert(runs), [v | {"id": i} for v, i in zip(rows, ids, strict=True)])
+                return ids
+            except StoreError as exc:
+                if not isinstance(exc.__cause__, sa_exc.IntegrityError):
+                    raise
+        raise StoreError(
+            f"could not find {len(rows)} unused run ids in {self.url} after {_ID_ATTEMPTS} tries"
+        )
+
     def update_run(self, run_id: str, *, lock_wait_s: float | None = None, **fields: Any) -> None:
         """Set any RunInfo fields but ``id``. Setting ``status="running"`` makes this process the writer.
 

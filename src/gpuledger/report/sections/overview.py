@@ -12,6 +12,7 @@ def overview_section(runs: list[RunData]) -> Section:
     missing = []
     for r in runs:
         s = r.summary
+        origin = r.info.summary.origin() if r.info.summary is not None else None
         rows.append(
             {
                 "run": r.ref.name,
@@ -23,7 +24,7 @@ def overview_section(runs: list[RunData]) -> Section:
                 "ok requests": fmt.num(s.get("num_ok")),
                 "failed": fmt.num(s.get("num_failed")),
                 "error rate (%)": fmt.pct(s.get("error_rate")),
-                "window (s)": fmt.num(s.get("window_s")),
+                "window (s)": fmt.MISSING if origin is not None else fmt.num(s.get("window_s")),
                 "output tok/s": fmt.num(s.get("output_tokens_per_s")),
                 "total tok/s": fmt.num(s.get("total_tokens_per_s")),
                 "req/s": fmt.num(s.get("requests_per_s")),
@@ -32,6 +33,11 @@ def overview_section(runs: list[RunData]) -> Section:
         )
         if not s:
             missing.append(f"{r.ref.name}: no summary — the run has no stored requests")
+        if origin is not None:
+            missing.append(
+                f"{r.ref.name}: {origin.label} — its rates as published; no requests, window or telemetry "
+                "of its own"
+            )
         if r.info.status != "complete":
             missing.append(
                 f"{r.ref.name}: status is {r.info.status!s} — numbers cover the requests that finished"

@@ -1,0 +1,178 @@
+"""``gpuledger import-results``, ``public``, and the re-priced section of ``compare`` (docs/published.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from gpuledger.cli.common import DbOpt, JsonOpt, console, err_console, print_json
+
+if TYPE_CHECKING:
+    from gpuledger.catalog import Catalog
+    from gpuledger.cost import Comparison
+    from gpuledger.cost.repricing import Repricing
+    from gpuledger.records import RunInfo
+
+
+def _runs_of(what: str, catalog: Catalog) -> tuple[list[RunInfo], str]:
+    """The runs of a file, or of the shipped public set named ``what`` (a file of that name wins)."""
+    from gpuledger.cost.published import public_points, public_sets, read_points
+
+    path = Path(what).expanduser()
+    named = what in public_sets() or not (path.suffix or "/" in what or "\\" in what)
+    if path.exists() or not named:
+        return read_points(path, catalog), str(path)
+    return public_points(what, catalog), f"public set {what}"
+
+
+def _imported(run_id: str, info: RunInfo) -> dict[str, Any]:
+    summary = info.summary
+    origin = summary.origin() if summary is not None else None
+    return {
+        "id": run_id,
+        "label": info.label,
+        "model": info.model,
+        "gpu": origin.gpu if origin is not None else None,
+        "gpus": origin.gpus if origin is not None else None,
+        "published_by": origin.by if origin is not None else None,
+        "output_tokens_per_s": summary.rate("output_token") if summary is not None else None,
+        "as_published": _as_published(summary),
+    }
+
+
+def _as_published(summary: object) -> str:
+    """``"5,856.9 total tok/s"``: the rate the publisher gave (the others are derived from it)."""
+    from gpuledger.records import PublishedSummary
+
+    if not isinstance(summary, PublishedSummary):
+        return "—"
+    words = {"output_tokens_per_s": "output", "input_tokens_per_s": "input", "total_tokens_per_s": "total"}
+    return ", ".join(f"{getattr(summary, k):,.1f} {words[k]} tok/s" for k in summary.published_rates)
+
+
+def import_results_cmd(
+    source: Annotated[
+        str,
+        typer.Argument(
+            help="A CSV, YAML or JSON file of published points, or the name of a shipped set "
+            "(`gpuledger public` lists them)."
+        ),
+    ],
+    json_out: JsonOpt = False,
+    db: DbOpt = None,
+) -> None:
+    """Store published benchmark points as runs (origin: published), priced and compared like measured
+    runs and always labelled "published by SOURCE (DATE), not measured here". All rows are checked
+    first: one bad row is one error naming its row and column, and nothing is stored."""
+    from gpuledger.catalog import load_catalog
+    from gpuledger.store import open_store
+
+    catalog = load_catalog()
+    infos, where = _runs_of(source, catalog)
+    with open_store(db) as store, err_console.status("importing…"):
+        ids = store.create_runs(infos)
+    rows = [_imported(i, info) for i, info in zip(ids, infos, strict=True)]
+    if json_out:
+        print_json({"from": where, "imported": rows})
+        return
+    table = Table(title=f"Imported {len(rows)} published point(s) from {where}", title_justify="left")
+    table.add_column("run")
+    table.add_column("label", overflow="fold")
+    table.add_column("GPUs", justify="right")
+    table.add_column("rate as published", justify="right")
+    table.add_column("published by", overflow="fold")
+    for r in rows:
+        table.add_row(Text(r["id"]), Text(r["label"]), Text(f"{r['gpus']} x {r['gpu']}"),
+                      Text(r["as_published"]), Text(str(r["published_by"])))
+    console.print(table)
+    console.print(Text("  not measured here: `gpuledger cost RUN`, `compare A B` price them like measured "
+                       "runs, with their origin in every figure"))
+
+
+def public_cmd(json_out: JsonOpt = False) -> None:
+    """The public points shipped with gpuledger (a dated snapshot, each set with its page and how it
+    was read); `gpuledger import-results NAME` stores one."""
+    from gpuledger.cost.published import public_file
+
+    doc = public_file()
+    if json_out:
+        print_json({
+            "snapshot": doc.snapshot.isoformat(),
+            "about": doc.about,
+            "sets": [
+                {"name": name, **s.model_dump(mode="json")} for name, s in doc.sets.items()
+            ],
+        })
+        return
+    table = Table(title=f"Public results shipped with gpuledger (snapshot {doc.snapshot.isoformat()})",
+                  title_justify="left")
+    for col in ("name", "what", "points", "read", "page"):
+        table.add_column(col, justify="right" if col == "points" else "left", overflow="fold")
+    for name, s in doc.sets.items():
+        table.add_row(Text(name), Text(s.title), Text(str(len(s.points))), Text(s.date.isoformat()),
+                      Text(s.url))
+    console.print(table)
+    console.print(Text("  gpuledger import-results NAME stores a set; how each figure was read: "
+                       "gpuledger public --json"))
+
+
+# ---- the re-priced comparison (compare) ------------------------------------------------------------
+def repricing_of(comp: Comparison, catalog: Catalog) -> list[Repricing]:
+    """The comparison's pairs of published points re-priced ([] when it has none)."""
+    from gpuledger.cost.repricing import reprice
+
+    return reprice(comp, catalog)
+
+
+def with_repricing(doc: dict[str, Any], found: list[Repricing]) -> dict[str, Any]:
+    """``compare --json`` with its ``published_repricing`` section (when a pair has one)."""
+    from gpuledger.cost.repricing import repricing_document
+
+    return {**doc, "published_repricing": repricing_document(found)} if found else doc
+
+
+def render_repricing(found: list[Repricing]) -> None:
+    """For each pair of published points: the published ratio (the publisher's tiers), the user's, and
+    the parts of the pricing that moved it."""
+    for r in found:
+        a, b = r.pair.a, r.pair.b
+        words = r.pair.words()
+        cur = r.publisher_a.currency
+        console.print()
+        console.print(Text(f"Published comparison re-priced: {a.run.id} vs {b.run.id} ({words} per currency "
+                           "unit, A ÷ B)", style="bold"))
+        origin = a.summary.origin()
+        if origin is not None:
+            console.print(Text(f"  rates {origin.label}; the same in both pricings"))
+        printed = "" if r.as_published_ratio is None else f" (as printed: {r.as_published_ratio:.3g}x)"
+        console.print(Text(
+            f"  publisher's tiers ({r.publisher_a.profile.name}, {r.publisher_b.profile.name}; {cur}): "
+            f"{r.published_ratio:.3g}x{printed}"
+        ))
+        console.print(Text(
+            f"  your profiles ({a.profile.name}, {b.profile.name}; {a.currency}): {r.user_ratio:.3g}x "
+            f"= {r.change:.3g} x the published ratio"
+        ))
+        if not r.steps:
+            console.print(Text(f"  {r.steps_note}"))
+            continue
+        table = Table(title="What moved it (publisher's pricing -> yours, one part at a time)",
+                      title_justify="left")
+        table.add_column("part")
+        table.add_column("publisher -> you", overflow="fold")
+        table.add_column("factor", justify="right")
+        table.add_column("ratio after", justify="right")
+        for s in r.steps:
+            table.add_row(Text(s.part), Text(s.what), Text(f"x{s.factor:.3g}"), Text(f"{s.ratio:.3g}x"))
+        console.print(table)
+        console.print(Text(f"  {r.steps_note}", style="dim"))
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``import-results`` and ``public``."""
+    app.command("import-results")(import_results_cmd)
+    app.command("public")(public_cmd)
