@@ -403,10 +403,14 @@ def compare_cmd(
     finally:
         store.close()
     comp = compare(costs, basis=basis)
+    from gpuledger.cli.published_cmds import render_repricing, repricing_of, with_repricing
+
+    repriced = repricing_of(comp, catalog)
     if json_out:
-        print_json(comp.to_dict())
+        print_json(with_repricing(comp.to_dict(), repriced))
     else:
         render_comparison(comp)
+        render_repricing(repriced)
 
 
 # ------------------------------------------------------------------------------------- estimate

@@ -84,8 +84,11 @@ def output_rate(run: RunInfo) -> Quantity:
         }.get(run.status, "no summary stored")
         return Quantity.missing(unit, source, reason)
     value = _finite(dump_summary(run.summary).get("output_tokens_per_s"))
+    origin = run.summary.origin()
     if value is None:
-        return Quantity.missing(unit, source, "not in the summary")
+        return Quantity.missing(unit, origin.label if origin else source, "not in the summary")
+    if origin is not None:
+        return Quantity(value, unit, origin.label, "output tokens per second of all its GPUs together")
     return Quantity(value, unit, source, "output tokens ÷ measured window")
 
 
@@ -207,12 +210,15 @@ def _summary_rows(run: RunInfo) -> list[tuple[str, str]]:
     s = dump_summary(run.summary)
     unit = run.unit or "token"
     rows: list[tuple[str, str]] = [("output rate", _rate_text(output_rate(run)))]
+    origin = run.summary.origin() if run.summary is not None else None
+    if origin is not None:
+        rows.insert(0, ("origin", origin.label))
     for key, label, what in (
         ("input_tokens_per_s", "input rate", f"{unit}/s"),
         ("total_tokens_per_s", "total rate", f"{unit}/s"),
         ("requests_per_s", "request rate", "req/s"),
         ("goodput_requests_per_s", "goodput", "req/s"),
-        ("window_s", "measured window", "s"),
+        *(() if origin is not None else (("window_s", "measured window", "s"),)),
     ):
         value = _finite(s.get(key))
         if value is not None:

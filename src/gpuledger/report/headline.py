@@ -69,7 +69,7 @@ def energy_fact(cost: RunCost) -> str:
     joules = cost.energy.get(f"joules_per_{unit.singular_key}")
     if joules is None:
         return f"unavailable — {cost.energy.get('reason') or 'no energy measured'}"
-    how = "estimate" if cost.energy.get("estimate") else "measured"
+    how = cost.energy.get("basis") or ("estimate" if cost.energy.get("estimate") else "measured")
     return f"{fmt.num(joules)} J per {unit.singular} ({how}: {cost.energy.get('method')})"
 
 
@@ -107,7 +107,8 @@ def noise_notes(r: RunData, cost: RunCost) -> list[str]:
 
 
 def run_answer(r: RunData, cost: RunCost, rows: Sequence[CostSensitivity]) -> Answer:
-    sub = _other_prices(cost)
+    origin = cost.summary.origin()
+    sub = ([f"rates {origin.label}"] if origin is not None else []) + _other_prices(cost)
     if cost.operating_point:
         sub.append(f"at stage {cost.operating_point['stage']} of the sweep")
     facts: list[tuple[str, str]] = []
