@@ -71,6 +71,9 @@ class Hooks:
     on_phase: Callable[[str], None] | None = None
     on_progress: Callable[[int, int | None], None] | None = None
     environment: Fingerprint | None = None
+    # --telemetry-from URLs: telemetry of the server's node (gpuledger.telemetry.remote); not stored as given
+    # (they may hold credentials): the run records each source by its redacted name.
+    telemetry_from: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -183,6 +186,7 @@ async def _run(run: _Run) -> RunInfo:
         telemetry=spec.telemetry_enabled(),
         telemetry_interval_s=spec.telemetry_interval_s(),
         telemetry_root=run.telemetry_root,
+        telemetry_from=run.hooks.telemetry_from,
         slo=spec.slo_limits(),
         stages=spec.summary_stages(),
         on_warning=run.hooks.on_warning,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import platform
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -96,6 +96,7 @@ class RunWriter:
         telemetry: bool = True,
         telemetry_interval_s: float = 0.1,
         telemetry_root: Path = Path("/"),
+        telemetry_from: Sequence[str] = (),
         slo: dict[str, float] | None = None,
         stages: list[dict[str, Any]] | None = None,
         on_warning: Warn | None = None,
@@ -112,6 +113,7 @@ class RunWriter:
         self.telemetry = telemetry
         self.telemetry_interval_s = telemetry_interval_s
         self.telemetry_root = telemetry_root
+        self.telemetry_from = tuple(telemetry_from)  # the server's node (gpuledger.telemetry.remote)
         self.slo = slo or {}
         self.stages = stages
         self.run_id = ""
@@ -162,9 +164,9 @@ class RunWriter:
         return self.run_id
 
     def _open_telemetry(self) -> list[Sampler]:
-        if not self.telemetry:
+        if not self.telemetry and not self.telemetry_from:
             return []
-        self._sources = open_sources(self.telemetry_root)
+        self._sources = open_sources(self.telemetry_root, remote=self.telemetry_from, local=self.telemetry)
         return self._sources
 
     def _noted(self, **fields: Any) -> None:

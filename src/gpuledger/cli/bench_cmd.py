@@ -304,6 +304,13 @@ def bench(
     telemetry_interval: Annotated[
         float, typer.Option("--telemetry-interval", help="Seconds between readings.")
     ] = 0.1,
+    telemetry_from: Annotated[
+        list[str] | None,
+        typer.Option("--telemetry-from", help="Telemetry of the server's node: an exporter's /metrics "
+                     "(dcgm-exporter, AMD device-metrics-exporter, gpuledger monitor) sampled during the "
+                     "run, e.g. http://gpu-node:9400/metrics?gpu=0,1, or prometheus+http://PROM:9090?"
+                     "selector=... read after it. Repeatable (docs/telemetry.md)."),
+    ] = None,
     server_metrics: Annotated[
         bool,
         typer.Option(
@@ -382,8 +389,11 @@ def bench(
         if show_progress:
             err_console.print(f"[dim]{escape(text)}[/dim]")
 
+    from gpuledger.telemetry.remote import check_remote_urls
+
+    check_remote_urls(telemetry_from or ())  # a malformed URL is exit 2 before anything is opened
     hooks = Hooks(on_run_created=created, on_warning=warned, on_phase=phase,
-                  environment=environment_fingerprint)
+                  environment=environment_fingerprint, telemetry_from=tuple(telemetry_from or ()))
     store = open_store(db)
     try:
         info = asyncio.run(run_bench_async(spec, store, progress=show_progress, hooks=hooks))

@@ -17,6 +17,7 @@ from rich.status import Status
 from rich.table import Table
 
 from gpuledger.cli.common import JsonOpt, console, err_console, print_json
+from gpuledger.errors import UsageError
 
 if TYPE_CHECKING:
     from gpuledger.monitor.state import MonitorState
@@ -140,6 +141,12 @@ def monitor(
     ] = "1h",
     duration: Annotated[str | None, typer.Option(
         "--duration", help="Stop after this long (default: run until Ctrl-C / SIGTERM).")] = None,
+    telemetry_from: Annotated[list[str] | None, typer.Option(
+        "--telemetry-from", help="Also read another node's exporter (dcgm-exporter, AMD device-metrics-"
+        "exporter, gpuledger monitor), e.g. http://gpu-node:9400/metrics?gpu=0,1. Repeatable.")] = None,
+    telemetry: Annotated[bool, typer.Option(
+        "--telemetry/--no-telemetry", help="Sample this machine's own GPUs and CPU (--no-telemetry: only "
+        "--telemetry-from).")] = True,
     json_out: JsonOpt = False,
     root: Annotated[Path, typer.Option(
         "--root", hidden=True, help="Filesystem root for sysfs/procfs (tests).")] = Path("/"),
@@ -154,7 +161,10 @@ def monitor(
         engine_window_s=parse_duration(engine_window, "--engine-window"), hostname=socket.gethostname(),
     )
     duration_s = parse_duration(duration, "--duration") if duration is not None else None
-    with Monitor(config, root=root, profile=profile, log=_log) as mon:
+    if not telemetry and not telemetry_from:
+        raise UsageError("--no-telemetry leaves nothing to monitor: add --telemetry-from URL")
+    with Monitor(config, root=root, profile=profile, log=_log, telemetry_from=telemetry_from or (),
+                 local_telemetry=telemetry) as mon:
         for line in mon.startup_lines():
             _log(line)
         mon.poll_once()

@@ -379,10 +379,18 @@ def run_cmd(
                                    "free memory).", min=0.0)
     ] = None,
     label: Annotated[str, typer.Option("--label", help="Label stored with the run.")] = "",
+    telemetry_from: Annotated[
+        list[str] | None,
+        typer.Option("--telemetry-from", help="Also read this exporter's /metrics during the run (e.g. the "
+                     "node's dcgm-exporter: http://127.0.0.1:9400/metrics?gpu=0). Repeatable."),
+    ] = None,
     db: DbOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """The whole evaluation in one command: doctor → bench (in-process PyTorch) → cost → HTML report."""
+    from gpuledger.telemetry.remote import check_remote_urls
+
+    check_remote_urls(telemetry_from or ())
     from gpuledger.bench.choice import choose_run
     from gpuledger.engines.torch.device import DEVICE_CHOICES
     from gpuledger.engines.torch.imports import torch_status
@@ -414,7 +422,8 @@ def run_cmd(
             choice = choose_run(device, model, dtype, quick, budget)
             steps.phase("doctor: collecting facts about the stack")
             doctor = _doctor_step(store, missing)
-            bench = _bench_step(store, choice, device, label or "gpuledger run", budget, steps)
+            bench = _bench_step(store, choice, device, label or "gpuledger run", budget, steps,
+                                tuple(telemetry_from or ()))
             steps.phase("cost")
             cost = _cost_step(store, bench.run, prof, missing)
             steps.phase("report")
@@ -429,7 +438,8 @@ def run_cmd(
 
 
 def _bench_step(
-    store: Store, choice: RunChoice, device: str, label: str, budget: int | None, steps: _Steps
+    store: Store, choice: RunChoice, device: str, label: str, budget: int | None, steps: _Steps,
+    telemetry_from: tuple[str, ...] = (),
 ) -> MeasuredRun:
     """The chosen model measured in-process through the bench's run lifecycle; Ctrl-C keeps the finished
     requests as an incomplete run and ends the command (exit 130)."""
@@ -439,7 +449,8 @@ def _bench_step(
 
     spec = choice.spec(device=device, label=label, memory_budget_bytes=budget)
     engine = TorchEngine(spec, on_phase=steps.phase, plan=choice.plan)
-    hooks = Hooks(on_phase=steps.phase, on_progress=steps.advance, environment=environment_fingerprint)
+    hooks = Hooks(on_phase=steps.phase, on_progress=steps.advance, environment=environment_fingerprint,
+                  telemetry_from=telemetry_from)
     run = asyncio.run(run_bench_async(spec, store, engine=engine, hooks=hooks))
     stopped = run.summary.interrupted if run.summary is not None else None
     if stopped is not None:

@@ -302,8 +302,11 @@ def show(
         env_hash = store.env_hash(info.id)
         costs = store.list_cost_evaluations(info.id)
     if json_out:
+        from gpuledger.cost.runview import energy_view
+
         print_json(run_to_dict(info) | {"env_hash": env_hash, "cost_evaluations": costs,
-                                        "output_tokens_per_s": output_rate(info)})
+                                        "output_tokens_per_s": output_rate(info),
+                                        "energy": energy_view(info)})
         return
     console.rule(f"run {info.id}", align="left")
     console.print(_kv_table(_header_rows(info, env_hash)))

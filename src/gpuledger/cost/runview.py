@@ -134,6 +134,7 @@ def energy_view(run: RunInfo) -> dict[str, Any]:
              ) if used else ("cpu" if devs else None)
     reasons: list[str] = []
     details: list[str] = []
+    per_device: list[dict[str, Any]] = []
     for d in devs:
         codes = list(d.reasons) or ([RECORDED_INVALID] if not d.power_valid else [])
         if d.energy_j is None and NO_POWER not in codes and "device_missing" not in codes:
@@ -141,6 +142,9 @@ def energy_view(run: RunInfo) -> dict[str, Any]:
         reasons.extend(c for c in codes if c not in reasons)
         if codes:
             details.append(f"{d.key}: {d.validity_reason or d.unavailable_power or ', '.join(codes)}")
+        per_device.append({"device": d.key, "name": d.name, "energy_j": d.energy_j, "method": d.energy_method,
+                           "valid": not codes, "reasons": codes, "assigned_by": d.assigned_by,
+                           "sources": list(d.sources)})
     if not devs:
         reasons.append(NO_TELEMETRY)
         details.append("the run has no telemetry of the devices that served it")
@@ -155,12 +159,7 @@ def energy_view(run: RunInfo) -> dict[str, Any]:
         "unit": "J",
         "methods": sorted({d.energy_method for d in devs if d.energy_method}),
         "basis": basis,
-        "devices": [
-            {"device": d.key, "name": d.name, "energy_j": d.energy_j, "method": d.energy_method,
-             "valid": d.power_valid and not d.reasons, "reasons": list(d.reasons),
-             "assigned_by": d.assigned_by, "sources": list(d.sources)}
-            for d in devs
-        ],
+        "devices": per_device,
         "sources": sorted({s for d in devs for s in d.sources}),
     }
 

@@ -46,9 +46,12 @@ GPU_GAUGES: dict[str, tuple[str, str]] = {
 
 
 def device_labels(dev: DeviceState, hostname: str) -> list[str]:
+    """The device's label values; a device read from another node (``--telemetry-from``: its key ends in
+    ``@host``) carries that node's host name."""
     i = dev.info
     gpu = "" if i.index is None or i.vendor == "cpu" else str(i.index)
-    return [gpu, i.uuid or "", i.name, i.vendor, hostname]
+    _, at, remote_host = i.key.rpartition("@")
+    return [gpu, i.uuid or "", i.name, i.vendor, remote_host if at else hostname]
 
 
 def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:

@@ -49,7 +49,11 @@ async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
 
 class Monitor:
     """``Monitor(config, profile=...)`` opens the sources and resolves the cost profile;
-    ``start_server()`` binds the port; ``run()`` blocks until stopped; ``close()`` releases everything."""
+    ``start_server()`` binds the port; ``run()`` blocks until stopped; ``close()`` releases everything.
+
+    ``telemetry_from``: exporters' ``/metrics`` of other nodes (dcgm-exporter, AMD's device-metrics-exporter,
+    another ``gpuledger monitor``), read live like a local source (``gpuledger.telemetry.remote``); their
+    GPUs are served with the ``hostname`` they report. ``local_telemetry=False`` reads only those."""
 
     def __init__(
         self,
@@ -62,11 +66,14 @@ class Monitor:
         catalog: Catalog | None = None,
         process_metrics: bool = True,
         clock: Callable[[], float] = time.monotonic,
+        telemetry_from: Sequence[str] = (),
+        local_telemetry: bool = True,
     ) -> None:
         self.config = config
         self.clock = clock
         self.log: LogFn = log or _stderr
-        self.sources: list[Sampler] = list(sources) if sources is not None else open_sources(root)
+        self.sources: list[Sampler] = list(sources) if sources is not None else open_sources(
+            root, remote=telemetry_from, local=local_telemetry, live=True)
         try:
             devices = [d for s in self.sources if s.available for d in s.devices()]
             choice = choose_profile(profile, devices, catalog)

@@ -53,6 +53,7 @@ def open_sources(
     pids: Collection[int] | None = None,
     remote: Sequence[str] = (),
     local: bool = True,
+    live: bool = False,
 ) -> list[Sampler]:
     """Every telemetry source, in fallback order per vendor: the library first, then the CLIs
     (only tried when the library is unavailable and ``use_cli``). Unavailable sources are returned
@@ -67,8 +68,9 @@ def open_sources(
 
     ``remote``: ``--telemetry-from`` URLs (``gpuledger.telemetry.remote``), opened first and checked now (a
     malformed URL is a UsageError, an endpoint that cannot be read a SourceError); ``local=False`` opens
-    only those (``--no-telemetry`` with ``--telemetry-from``)."""
-    remote_sources: list[Sampler] = list(open_remote_sources(remote)) if remote else []
+    only those (``--no-telemetry`` with ``--telemetry-from``); ``live``: for the monitor (exporters only, a
+    failed read raises)."""
+    remote_sources: list[Sampler] = list(open_remote_sources(remote, live=live)) if remote else []
     if not local:
         return remote_sources
     try:

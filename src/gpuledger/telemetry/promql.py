@@ -94,19 +94,24 @@ def _identity(labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((k, v) for k, v in labels.items() if k != "__name__"))
 
 
+def check_prometheus_options(spec: RemoteUrl) -> tuple[str, float, float]:
+    """(selector, step, wait) of a ``prometheus+http`` URL; UsageError for a missing or malformed one."""
+    what = f"--telemetry-from {spec.display}"
+    if "selector" not in spec.options:
+        raise UsageError(f"{what}: a Prometheus server needs selector= naming the server's node",
+                         hint="e.g. prometheus+http://prom:9090?selector={instance=\"gpu-node:9400\"}")
+    return (parse_selector(spec.options["selector"], what),
+            parse_seconds(spec.options.get("step", "1s"), f"{what}: step="),
+            parse_seconds(spec.options.get("wait", f"{DEFAULT_WAIT_S:g}s"), f"{what}: wait="))
+
+
 class PrometheusRangeSource(RemoteSource):
     """A Prometheus server's record of the server's node, fetched after the window (module docstring)."""
 
     own_thread = True  # nothing to read during the window: kept off the fast sources' thread
 
     def __init__(self, spec: RemoteUrl, *, client: HttpClient | None = None) -> None:
-        what = f"--telemetry-from {spec.display}"
-        if "selector" not in spec.options:
-            raise UsageError(f"{what}: a Prometheus server needs selector= naming the server's node",
-                             hint="e.g. prometheus+http://prom:9090?selector={instance=\"gpu-node:9400\"}")
-        self.selector = parse_selector(spec.options["selector"], what)
-        self.step_s = parse_seconds(spec.options.get("step", "1s"), f"{what}: step=")
-        self.wait_s = parse_seconds(spec.options.get("wait", f"{DEFAULT_WAIT_S:g}s"), f"{what}: wait=")
+        self.selector, self.step_s, self.wait_s = check_prometheus_options(spec)
         super().__init__(spec, "prometheus", "nvidia", client=client, min_interval_s=3600.0)
         self.base = spec.request_url.split("?", 1)[0].rstrip("/")
         try:

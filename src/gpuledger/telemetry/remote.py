@@ -152,6 +152,17 @@ def parse_remote_url(url: str) -> RemoteUrl:
     return RemoteUrl(kind, request, shown, parsed.authorization, selection, interval, timeout, options)
 
 
+def check_remote_urls(urls: Sequence[str]) -> None:
+    """Every ``--telemetry-from`` URL parsed and its options checked (UsageError, exit 2), without any
+    request: what the CLI does before it opens anything."""
+    from gpuledger.telemetry.promql import check_prometheus_options
+
+    for url in urls:
+        spec = parse_remote_url(url)
+        if spec.kind == "prometheus":
+            check_prometheus_options(spec)
+
+
 def source_name(label: str, display: str) -> str:
     name = f"{label} {display}"
     return name if len(name) <= MAX_SOURCE_NAME else name[: MAX_SOURCE_NAME - 3] + "..."
@@ -213,8 +224,9 @@ class ExpositionSource(RemoteSource):
     own_thread = True
     final_read = True
 
-    def __init__(self, spec: RemoteUrl, *, client: HttpClient | None = None) -> None:
+    def __init__(self, spec: RemoteUrl, *, client: HttpClient | None = None, strict: bool = False) -> None:
         super().__init__(spec, "exposition", "nvidia", client=client, min_interval_s=spec.interval_s)
+        self.strict = strict  # raise a failed read (the monitor's retry and source_up) instead of skipping it
         try:
             first = self._scrape()
         except SourceError:
@@ -247,6 +259,8 @@ class ExpositionSource(RemoteSource):
         try:
             expo = self._scrape()
         except SourceError as exc:  # one failed read is a missing sample (the gap rule judges it)
+            if self.strict:
+                raise
             self.failed_reads += 1
             self.reason = f"{self.failed_reads} read(s) failed; the last: {exc.message}"
             return []
@@ -261,17 +275,24 @@ class ExpositionSource(RemoteSource):
         return out
 
 
-def open_remote_sources(urls: Sequence[str], *, client: HttpClient | None = None
+def open_remote_sources(urls: Sequence[str], *, client: HttpClient | None = None, live: bool = False
                         ) -> list[ExpositionSource | PrometheusRangeSource]:
     """One source per ``--telemetry-from`` URL, each checked now: a malformed URL is a UsageError (exit 2),
-    an endpoint that cannot be read or serves no GPU series a SourceError (exit 8) — before the run."""
+    an endpoint that cannot be read or serves no GPU series a SourceError (exit 8) — before the run.
+    ``live`` (the monitor): exposition endpoints only, and a failed read raises."""
     from gpuledger.telemetry.promql import PrometheusRangeSource
 
     specs = [parse_remote_url(u) for u in urls]
     opened: list[ExpositionSource | PrometheusRangeSource] = []
     try:
         for spec in specs:
-            if spec.kind == "prometheus":
+            if live and spec.kind == "prometheus":
+                raise UsageError(f"--telemetry-from {spec.display}: the monitor reads exporters live; a "
+                                 "Prometheus server is read after a bench run, not by the monitor",
+                                 hint="point the monitor at the exporter's /metrics")
+            if live:
+                opened.append(ExpositionSource(spec, client=client, strict=True))
+            elif spec.kind == "prometheus":
                 opened.append(PrometheusRangeSource(spec, client=client))
             else:
                 opened.append(ExpositionSource(spec, client=client))
