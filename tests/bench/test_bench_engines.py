@@ -303,5 +303,5 @@ def test_make_engine_rejects_unknown_engines() -> None:
     from gpuledger.errors import UsageError
     from gpuledger.records import ServerSpec
 
-    with pytest.raises(UsageError, match="--engine must be openai, ollama or torch, got 'grpc'"):
+    with pytest.raises(UsageError, match="--engine must be openai, ollama, torch, diffusers, comfyui or openai-images, got 'grpc'"):
         make_engine(ServerSpec(engine="grpc", base_url="http://x"))

@@ -23,7 +23,7 @@ from typing import Any
 
 from gpuledger.errors import UsageError
 from gpuledger.records import TOKEN_SOURCES, RequestRecord, RunInfo
-from gpuledger.records.summary import ErrorExample
+from gpuledger.records.summary import ErrorExample, RunSummary
 from gpuledger.records.textgen import (
     Latency,
     LengthExample,
@@ -321,7 +321,10 @@ def _summary_fields(records: Sequence[RequestRecord], slo: dict[str, float]) -> 
     return summary
 
 
-def summarize_run(info: RunInfo, records: Sequence[RequestRecord]) -> TextGenerationSummary:
+def summarize_run(info: RunInfo, records: Sequence[RequestRecord]) -> RunSummary:
     """The summary of a stored run recomputed from its requests, with the SLOs and sweep stages it was
     run with (for a run that was never finalised: killed, or its writer died)."""
+    own = info.config.summarize(records)  # a kind of run with its own summary (image generation)
+    if own is not None:
+        return own
     return summarize(records, slo=info.config.slo_limits(), stages=info.config.summary_stages())

@@ -16,6 +16,7 @@ from typing import Protocol, runtime_checkable
 from gpuledger.engines.base import Engine, GenRequest, GenResult
 from gpuledger.errors import UsageError
 from gpuledger.records import BenchSpec, ServerSpec, TorchSpec
+from gpuledger.records.image import ImageSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,3 +158,27 @@ register_engine(EngineKind(
     "http://127.0.0.1:11434",
 ))
 register_engine(EngineKind("torch", "in-process PyTorch", TorchSpec, _torch))
+
+
+def _image(name: str) -> Callable[[], Factory]:
+    """The image engines' factories (``engines/image/adapter.py``: each imports its engine when made)."""
+
+    def factory() -> Factory:
+        from gpuledger.engines.image import adapter
+
+        made: Factory = {
+            "diffusers": adapter.diffusers_factory,
+            "comfyui": adapter.comfyui_factory,
+            "openai-images": adapter.openai_images_factory,
+        }[name]()
+        return made
+
+    return factory
+
+
+register_engine(EngineKind("diffusers", "in-process image generation (diffusers pipelines)", ImageSpec,
+                           _image("diffusers")))
+register_engine(EngineKind("comfyui", "a ComfyUI server running your workflow (API format)", ImageSpec,
+                           _image("comfyui"), default_base_url="http://127.0.0.1:8188"))
+register_engine(EngineKind("openai-images", "OpenAI-compatible /v1/images/generations (vLLM-Omni, SGLang, "
+                           "LocalAI, …)", ImageSpec, _image("openai-images"), default_base_url="http://127.0.0.1:8000"))

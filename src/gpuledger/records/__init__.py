@@ -4,7 +4,7 @@ These are the contract between engines/bench (which produce them), the store (wh
 metrics/cost/report (pure functions over them); see ``run.py``, ``summary.py`` and ``units.py``.
 """
 
-from gpuledger.records import published, textgen, torchspec
+from gpuledger.records import image, published, textgen, torchspec
 from gpuledger.records.origin import Origin
 from gpuledger.records.published import PublishedSummary
 from gpuledger.records.run import (
@@ -70,6 +70,7 @@ __all__ = [
     "load_summary",
     "published",
     "register_unit",
+    "image",
     "textgen",
     "torchspec",
     "unit_info",

@@ -10,7 +10,7 @@ request record), and the run's summary (``ImageSummary``) with the pure function
   the unit priced "per 1M denoising steps" — and, per request, steps ÷ denoising time (the "it/s" a
   progress bar shows, a batch's images denoised together);
 - stage times (text encoding, denoising, VAE decode; queue wait and execution for a server) per request,
-  with the denoising steps' own times in the record's ``chunk_times`` (one "chunk" per step).
+  with the end of every denoising step (``ImageTiming.step_end_s``, seconds after the request was sent).
 
 A request record of an image run keeps its ``ImageTiming`` under ``server_timings["image"]``; its token
 fields stay empty. A few downscaled thumbnails (PNG, base64) ride on the first requests' records and are
@@ -27,6 +27,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, ValidationError
 
 from gpuledger.quantity import Quantity
+from gpuledger.records.load import ConcurrencyStage, Stage
 from gpuledger.records.run import RequestRecord
 from gpuledger.records.spec import BenchSpec, SpecModel
 from gpuledger.records.summary import ErrorExample, RunSummary, Strict
@@ -97,6 +98,17 @@ class ImageSpec(BenchSpec):
     def workload_seed(self) -> int:
         return self.seed or 0
 
+    def stages(self) -> list[Stage]:
+        """One stage: ``concurrency`` requests in flight (a server's prompts; 1 for the in-process engine)."""
+        n = self.concurrency or 1
+        return [ConcurrencyStage(stage=f"c={n}", concurrency=n)]
+
+    def requests_per_stage(self) -> int | None:
+        return self.requests_planned()
+
+    def summarize(self, records: Sequence[RequestRecord]) -> RunSummary | None:
+        return summarize_images(records, model=self.model, scheduler=self.scheduler)
+
     def parameter_count(self) -> int | None:
         return self.parameters
 
@@ -119,8 +131,18 @@ class ImageSpec(BenchSpec):
 
     def workload_record(self, meta: Any = None, warmup: Any = None) -> dict[str, Any]:
         out: dict[str, Any] = {"task": "image"}
-        for key in ("model", "steps", "height", "width", "batch_size", "guidance", "scheduler",
-                    "num_images", "concurrency", "seed"):
+        for key in (
+            "model",
+            "steps",
+            "height",
+            "width",
+            "batch_size",
+            "guidance",
+            "scheduler",
+            "num_images",
+            "concurrency",
+            "seed",
+        ):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
@@ -153,7 +175,7 @@ class NodeTime(Strict):
 
 class ImageTiming(Strict):
     """What one request measured beyond its send and end times (seconds; None: not measured, with the
-    reason in ``notes``). ``step_end`` times are in the record's ``chunk_times``."""
+    reason in ``notes``). ``step_end_s``: when each denoising step ended, seconds after the send."""
 
     engine: str = Field(max_length=32)
     images: int = Field(ge=0, le=100_000)
@@ -166,6 +188,7 @@ class ImageTiming(Strict):
     queue_wait_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     execution_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     peak_memory_bytes: int | None = Field(default=None, ge=0)
+    step_end_s: list[float] | None = Field(default=None, max_length=100_000)
     nodes: list[NodeTime] | None = None
     prompt_id: str | None = Field(default=None, max_length=128)
     outputs: list[str] | None = None  # output files a server reported (ComfyUI's filenames)
@@ -255,35 +278,48 @@ class ImageSummary(RunSummary):
     def key_figures(self) -> list[tuple[str, Quantity]]:
         out = super().key_figures()
         per_min = self.images_per_min
-        out.append((
-            "images per minute",
-            Quantity(per_min, "images/min", "measured", "over the measured window")
-            if per_min is not None else Quantity.missing("images/min", "measured", "the window is empty"),
-        ))
+        out.append(
+            (
+                "images per minute",
+                Quantity(per_min, "images/min", "measured", "over the measured window")
+                if per_min is not None
+                else Quantity.missing("images/min", "measured", "the window is empty"),
+            )
+        )
         spi = self.seconds_per_image
         for pct in ("p50", "p99"):
             value = spi.get(pct)
-            out.append((
-                f"s/image {pct}",
-                Quantity(value, "s", "measured", f"{spi.n} requests")
-                if value is not None else Quantity.missing("s", "measured", "no request finished"),
-            ))
+            out.append(
+                (
+                    f"s/image {pct}",
+                    Quantity(value, "s", "measured", f"{spi.n} requests")
+                    if value is not None
+                    else Quantity.missing("s", "measured", "no request finished"),
+                )
+            )
         it = self.step_it_per_s.get("p50")
-        out.append((
-            "denoising it/s p50",
-            Quantity(it, "steps/s", "measured", f"{self.step_it_per_s.n} requests, per request")
-            if it is not None else Quantity.missing("steps/s", "measured", "the engine does not report steps"),
-        ))
+        out.append(
+            (
+                "denoising it/s p50",
+                Quantity(it, "steps/s", "measured", f"{self.step_it_per_s.n} requests, per request")
+                if it is not None
+                else Quantity.missing("steps/s", "measured", "the engine does not report steps"),
+            )
+        )
         return out
 
     def fidelity_notes(self) -> list[str]:
         out = list(self.notes)
         if len(self.resolutions) > 1:
-            out.append("the images came at more than one resolution: "
-                       + ", ".join(f"{k} ({v})" for k, v in sorted(self.resolutions.items())))
+            out.append(
+                "the images came at more than one resolution: "
+                + ", ".join(f"{k} ({v})" for k, v in sorted(self.resolutions.items()))
+            )
         if len(self.step_counts) > 1:
-            out.append("the requests ran different numbers of denoising steps: "
-                       + ", ".join(f"{k} ({v})" for k, v in sorted(self.step_counts.items())))
+            out.append(
+                "the requests ran different numbers of denoising steps: "
+                + ", ".join(f"{k} ({v})" for k, v in sorted(self.step_counts.items()))
+            )
         return out
 
     def workload_text(self) -> str:
@@ -299,13 +335,15 @@ class ImageSummary(RunSummary):
         def times(v: float | None) -> float | None:
             return None if v is None else v * scale
 
-        return self.model_copy(update={
-            "window_s": self.window_s / scale,
-            "images_per_s": times(self.images_per_s),
-            "images_per_min": times(self.images_per_min),
-            "denoise_steps_per_s": times(self.denoise_steps_per_s),
-            "requests_per_s": times(self.requests_per_s),
-        })
+        return self.model_copy(
+            update={
+                "window_s": self.window_s / scale,
+                "images_per_s": times(self.images_per_s),
+                "images_per_min": times(self.images_per_min),
+                "denoise_steps_per_s": times(self.denoise_steps_per_s),
+                "requests_per_s": times(self.requests_per_s),
+            }
+        )
 
 
 def _stats(values: Sequence[float]) -> Latency:
@@ -322,8 +360,15 @@ def _stats(values: Sequence[float]) -> Latency:
 
     mean = math.fsum(v) / n
     return Latency(
-        mean=mean, p50=pct(50), p90=pct(90), p95=pct(95), p99=pct(99),
-        std=math.sqrt(math.fsum((x - mean) ** 2 for x in v) / n), min=v[0], max=v[-1], n=n,
+        mean=mean,
+        p50=pct(50),
+        p90=pct(90),
+        p95=pct(95),
+        p99=pct(99),
+        std=math.sqrt(math.fsum((x - mean) ** 2 for x in v) / n),
+        min=v[0],
+        max=v[-1],
+        n=n,
     )
 
 
@@ -386,7 +431,9 @@ def summarize_images(
         if t.peak_memory_bytes is not None:
             peak = max(peak or 0, t.peak_memory_bytes)
         for node in t.nodes or []:
-            entry = node_runs.setdefault(node.class_type or "?", NodeClassTime(class_type=node.class_type or "?"))
+            entry = node_runs.setdefault(
+                node.class_type or "?", NodeClassTime(class_type=node.class_type or "?")
+            )
             entry.runs += 1
             if node.cached:
                 entry.cached += 1

@@ -22,9 +22,9 @@ Validation messages are the command line's own one-line errors (``--concurrency 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -49,6 +49,10 @@ from gpuledger.records.load import (
 )
 from gpuledger.records.specbase import SpecError, SpecModel, finite_positive
 from gpuledger.urls import redact_url
+
+if TYPE_CHECKING:
+    from gpuledger.records.run import RequestRecord
+    from gpuledger.records.summary import RunSummary
 
 SCHEMA_KEY = "$schema"
 SCHEMA_VERSION = 2
@@ -244,6 +248,11 @@ class BenchSpec(SpecModel):
 
     def records_server_metrics(self) -> bool | None:
         """Whether the run was asked to read the server's /metrics (None: it does not say)."""
+        return None
+
+    def summarize(self, records: Sequence[RequestRecord]) -> RunSummary | None:
+        """This kind of run's summary of its stored requests (image generation: ``records.image``); None:
+        text generation's (``bench.metrics.summarize``)."""
         return None
 
     @property

@@ -2,8 +2,8 @@
 it. Like the text engines, a per-request fault is a value (``ImageResult.error``), never an exception; only
 "the engine cannot be used at all" raises ``EngineError`` (or ``ResourceError`` when it cannot fit).
 
-Times are absolute ``time.perf_counter()`` seconds; :meth:`ImageResult.to_record` puts them on the run's
-clock and keeps the rest as the record's ``ImageTiming`` (``records.image``).
+Times are absolute ``time.perf_counter()`` seconds; :meth:`ImageResult.to_gen_result` hands them to the bench
+runner like any engine's result, with the rest as the record's ``ImageTiming`` (``records.image``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from gpuledger.engines.base import ServerInfo
+from gpuledger.engines.base import GenResult, ServerInfo
 from gpuledger.records import RequestRecord
 from gpuledger.records.image import TIMING_KEY, ImageTiming, NodeTime, Thumbnail
 
@@ -85,6 +85,7 @@ class ImageResult:
             queue_wait_s=self.queue_wait_s,
             execution_s=self.execution_s,
             peak_memory_bytes=self.peak_memory_bytes,
+            step_end_s=[max(t - self.t_send, 0.0) for t in self.step_end] or None,
             nodes=self.nodes,
             prompt_id=self.prompt_id,
             outputs=self.outputs,
@@ -94,21 +95,23 @@ class ImageResult:
             notes=self.notes or None,
         )
 
-    def to_record(self, t0: float) -> RequestRecord:
-        """The stored record: send and end on the run's clock, the step ends as its chunk times, the rest
-        under ``server_timings["image"]`` (fields that were not measured are left out)."""
+    def to_gen_result(self) -> GenResult:
+        """The result as the bench runner handles every engine's: send and end times, the error, and this
+        timing under ``server_timings["image"]`` (fields that were not measured left out); no token fields."""
         timing = self.timing().model_dump(mode="json", exclude_none=True)
-        return RequestRecord(
+        return GenResult(
             index=self.index,
-            t_send=self.t_send - t0,
-            t_first=(self.step_end[0] - t0) if self.step_end else None,
-            t_end=self.t_end - t0,
-            chunk_times=[t - t0 for t in self.step_end],
+            t_send=self.t_send,
+            t_end=self.t_end,
             token_source="engine",
             error=self.error,
             stage=self.stage,
             server_timings={TIMING_KEY: timing},
         )
+
+    def to_record(self, t0: float) -> RequestRecord:
+        """The stored record, on the run's clock (``t0``: its start, ``perf_counter`` seconds)."""
+        return self.to_gen_result().to_record(t0)
 
 
 @runtime_checkable
