@@ -105,3 +105,11 @@ def test_an_estimate_from_a_published_point_says_both(cli, tmp_path: Path) -> No
     source = json.dumps(doc["cost"]["throughput"]["source"])
     assert source.startswith(f'"estimate: the run\'s rates {LABEL} x')
     assert doc["cost"]["devices"]["count"] == 8
+
+
+def test_under_a_rental_price_a_published_power_is_reported_not_priced(cli, tmp_path: Path) -> None:
+    (run,) = _import(cli, tmp_path, "b200,8,m,1024,1024,12000,Vendor blog,2026-05-01,1.5")
+    doc = cli("cost", run, "--profile", "b200-inferencex-rental")
+    assert doc["hourly"]["energy_usd_per_hour"] == 0 and doc["usd_per_hour"] == pytest.approx(8 * 2.90)
+    assert doc["power"]["power_source"] == f"{LABEL}: 1500 W per GPU x 8"
+    assert doc["energy"]["basis"] == "published" and doc["energy"]["joules_per_token"] == pytest.approx(0.5)
