@@ -83,7 +83,7 @@ class ReplayedDcgmExporter:
                 if m["name"] == "DCGM_FI_DEV_POWER_USAGE":
                     value = f"{self.power[gpu](now):.6f}"
                 elif m["name"] == "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION":
-                    joules = self.energy_between(gpu, self.started, now, steps=2000) if now > self.started else 0
+                    joules = self.energy_between(gpu, self.started, now, 2000) if now > self.started else 0
                     value = str(int(float(m["value"]) + joules * 1000.0))
                 elif m["name"] == "DCGM_FI_DEV_GPU_UTIL":
                     value = str(int(self.util.get(gpu, 90.0)))

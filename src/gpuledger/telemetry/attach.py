@@ -118,7 +118,7 @@ def _attach(store: RunStore, run: RunInfo, path: Path, log: ParsedLog, w0: float
     if not log.readings:
         first_bad = f"; the first: {log.first_malformed}" if log.first_malformed else ""
         raise InvalidInputError(f"{path}: no readings in the log ({log.malformed} malformed rows{first_bad})")
-    if not near:
+    if not any(0.0 <= t <= duration for t, *_ in near):  # near it, even bracketing it, is not enough
         first = min(t for t, *_ in log.readings) + clock_offset_s
         last = max(t for t, *_ in log.readings) + clock_offset_s
         raise InvalidInputError(

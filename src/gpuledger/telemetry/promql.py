@@ -112,7 +112,8 @@ class PrometheusRangeSource(RemoteSource):
 
     def __init__(self, spec: RemoteUrl, *, client: HttpClient | None = None) -> None:
         self.selector, self.step_s, self.wait_s = check_prometheus_options(spec)
-        super().__init__(spec, "prometheus", "nvidia", client=client, min_interval_s=3600.0)
+        # Polled (a no-op) at the step: the step is the period its devices' edge tolerance is made of.
+        super().__init__(spec, "prometheus", "nvidia", client=client, min_interval_s=self.step_s)
         self.base = spec.request_url.split("?", 1)[0].rstrip("/")
         try:
             resp = self.client.get(f"{self.base}/api/v1/status/buildinfo", display=spec.display,

@@ -9,7 +9,9 @@ Options ride in the URL's query and are taken out of it before the request (docs
   reported is a device the run expected and lacks (``device_missing``);
 - ``uuid=GPU-…,…`` — only these UUIDs; ``host=NAME`` — only this host label (an endpoint that federates);
 - ``interval=1s`` — how often to read (default 1 s; dcgm-exporter refreshes every ``-c`` ms, 30 s by
-  default, so run it with ``-c 1000`` or less); ``timeout=5s`` — per request (default 5 s).
+  default, so run it with ``-c 1000`` or less); ``timeout=5s`` — per request (default 5 s);
+- ``gap=3s`` — the energy rule's gap limit for this source's devices (default 3 s; a Prometheus server that
+  scrapes every 15 s needs ``gap=16s`` to call such a record valid).
 
 Without a selection every GPU the endpoint reports counts as the run's: on a shared node, select. Credentials
 in the URL (``http://user:pass@node/metrics``) are sent as a Basic header and redacted everywhere else.
@@ -34,7 +36,7 @@ from gpuledger.urls import parse_server_url, redact_url
 if TYPE_CHECKING:
     from gpuledger.telemetry.promql import PrometheusRangeSource
 
-OPTION_KEYS = ("gpu", "uuid", "host", "interval", "timeout", "selector", "step", "wait")
+OPTION_KEYS = ("gpu", "uuid", "host", "interval", "timeout", "gap", "selector", "step", "wait")
 DEFAULT_INTERVAL_S = 1.0
 MAX_SOURCE_NAME = 128  # the store's limit on a sample's source name
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?|\.\d+)(ms|s|m)?$")
@@ -91,6 +93,7 @@ class RemoteUrl:
     interval_s: float = DEFAULT_INTERVAL_S
     timeout_s: float = DEFAULT_TIMEOUT_S
     options: dict[str, str] = field(default_factory=dict)
+    gap_limit_s: float | None = None
 
     @property
     def host(self) -> str:
@@ -145,11 +148,12 @@ def parse_remote_url(url: str) -> RemoteUrl:
         DEFAULT_INTERVAL_S
     timeout = parse_seconds(options["timeout"], f"{what}: timeout=") if "timeout" in options else \
         DEFAULT_TIMEOUT_S
+    gap = parse_seconds(options["gap"], f"{what}: gap=") if "gap" in options else None
     base = parsed.base
     if kind == "exposition" and urlsplit(base).path in ("", "/"):
         base = base.rstrip("/") + "/metrics"
     request = base + (f"?{urlencode(kept)}" if kept else "")
-    return RemoteUrl(kind, request, shown, parsed.authorization, selection, interval, timeout, options)
+    return RemoteUrl(kind, request, shown, parsed.authorization, selection, interval, timeout, options, gap)
 
 
 def check_remote_urls(urls: Sequence[str]) -> None:
@@ -177,6 +181,7 @@ class RemoteSource(BaseSource):
                  min_interval_s: float) -> None:
         super().__init__(source_name(label, spec.display), vendor, _PROVIDES, min_interval_s=min_interval_s)
         self.spec = spec
+        self.gap_limit_s = spec.gap_limit_s  # None: the sampler's
         self.client = client or HttpClient()
         self._owns_client = client is None
         self._hosts: list[str] = []

@@ -413,6 +413,10 @@ class BackgroundSampler:
             for s in self.all_sources
             if s.vendor == "cpu" and "energy_j" in s.provides and not s.available
         }
+        for src in self.sources:
+            for dev in getattr(src, "expected_devices", list)():
+                if dev.key not in self._devices:
+                    self._register(dev, src)
         assignments = self._assignments()
         out = []
         for key, dev in list(self._devices.items()):
@@ -439,10 +443,12 @@ class BackgroundSampler:
                     "power is derived from the counter"
                 )
             interval = max([self.period(s) for s in srcs], default=self.interval_s)
+            gap = next((g for s in srcs if isinstance(g := getattr(s, "gap_limit_s", None), float)),
+                       self.gap_limit_s)
             summary = summarize_device(
                 dev, samples, window_start=start, window_end=end, interval_s=interval,
                 unavailable=unavailable, device_error="; ".join(errors) or None,
-                counter_only_reason=counter_only, gap_limit_s=self.gap_limit_s,
+                counter_only_reason=counter_only, gap_limit_s=gap,
             )
             if key in assignments:
                 summary.assigned, summary.assigned_by = assignments[key]
