@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from gpuledger.cli.common import DbOpt, JsonOpt, console, err_console, print_json
 from gpuledger.engines import DEFAULT_BASE_URLS, ENGINE_KINDS, engine_kind
@@ -42,94 +41,111 @@ def _num(v: Any, fmt: str = ".1f", unit: str = "") -> str:
     return f"{v:{fmt}}{unit}"
 
 
-def _lat_row(table: Table, name: str, block: dict[str, Any] | None) -> None:
+def _lat_cells(name: str, block: dict[str, Any] | None) -> tuple[str, ...]:
     b = block or {}
     if not b.get("n"):
-        table.add_row(name, "n/a", "", "", "", "", "0")
-        return
-    table.add_row(
+        return (name, "n/a", "", "", "", "", "0")
+    return (
         name,
         _num(b["mean"], ".2f"),
         _num(b["p50"], ".2f"),
         _num(b["p90"], ".2f"),
         _num(b["p99"], ".2f"),
         _num(b["std"], ".2f"),
-        str(b["n"]),
+        f"{b['n']:,}",
     )
 
 
 def render_run(info: RunInfo) -> None:
-    """The human summary of a run on stdout."""
+    """The human summary of a run on stdout: the answer first (the headline rate — for a sweep, of the
+    stage ``gpuledger cost`` prices, with the rule that picks it — and the key figures), each stage of a
+    sweep, then the tables, fitted to the terminal's width; long notes once, at the end."""
+    from rich.text import Text
+
+    from gpuledger.report.headline import measured_answer, stage_table
+    from gpuledger.report.layout import Notes, paragraph, print_grid, print_table
+    from gpuledger.report.terminal import grid_of, print_answer
+
+    notes = Notes()
     s = dump_summary(info.summary)
     srv = info.server
     who = srv.get("kind", "unknown") + (f" {srv['version']}" if srv.get("version") else "")
-    console.print(
-        f"[bold]run {info.id}[/bold]  {info.status}  engine={info.engine}  server={escape(who)}  "
-        f"model={escape(info.model)}" + (f"  label={escape(info.label)}" if info.label else "")
+    print_answer(measured_answer(info, f"run {info.id}"), console, notes)
+    paragraph(
+        console,
+        f"  {info.status}  engine={info.engine}  server={who}  model={info.model}"
+        + (f"  label={info.label}" if info.label else ""),
+        style="dim",
+        indent=4,
     )
     like = info.config.like
     if like is not None:
         changed = ", ".join("--" + n.replace("_", "-") for n in like.overridden)
-        console.print(
-            f"workload of run {like.run_id}" + (f" (overridden here: {changed})" if changed else "")
+        paragraph(
+            console,
+            f"workload of run {like.run_id}" + (f" (overridden here: {changed})" if changed else ""),
+            indent=2,
         )
-    t = Table(title="Throughput (measured window)", title_justify="left", show_header=False)
-    t.add_column("metric")
-    t.add_column("value", justify="right")
-    t.add_row(
-        "requests ok / failed",
-        f"{s.get('num_ok', 0)} / {s.get('num_failed', 0)}"
-        + (f"  (error rate {s['error_rate']:.1%})" if s.get("error_rate") else ""),
-    )
-    t.add_row("window", _num(s.get("window_s"), ".2f", " s"))
-    t.add_row("output tokens", f"{s.get('output_tokens_total', 0)}")
-    t.add_row("output throughput", _num(s.get("output_tokens_per_s"), ",.1f", " tok/s"))
-    t.add_row("total throughput (in+out)", _num(s.get("total_tokens_per_s"), ",.1f", " tok/s"))
-    t.add_row("requests/s", _num(s.get("requests_per_s"), ".3f", " req/s"))
+    stages = stage_table(info)
+    if stages is not None:
+        print_grid(console, grid_of(stages))
+    sweep = ", every stage together" if stages is not None else ""
+    rows: list[tuple[str, str]] = [
+        (
+            "requests ok / failed",
+            f"{s.get('num_ok', 0)} / {s.get('num_failed', 0)}"
+            + (f"  (error rate {s['error_rate']:.1%})" if s.get("error_rate") else ""),
+        ),
+        ("window", _num(s.get("window_s"), ".2f", " s")),
+        ("output tokens", f"{s.get('output_tokens_total', 0):,}"),
+        (f"output throughput{sweep}", _num(s.get("output_tokens_per_s"), ",.1f", " tok/s")),
+        ("total throughput (in+out)", _num(s.get("total_tokens_per_s"), ",.1f", " tok/s")),
+        ("requests/s", _num(s.get("requests_per_s"), ".3f", " req/s")),
+    ]
     if "goodput_requests_per_s" in s:
         slo = s.get("slo", {})
         limits = ", ".join(f"{k}≤{v:g}" for k, v in slo.items() if k.endswith("_ms"))
-        t.add_row(
+        rows.append((
             f"goodput ({limits})",
             _num(s["goodput_requests_per_s"], ".3f", " req/s") + f"  ({slo.get('met', 0)} met)",
-        )
+        ))
     sources = ", ".join(f"{k}: {v}" for k, v in s.get("token_source", {}).items())
-    t.add_row("token counts from", sources or "n/a")
-    console.print(t)
-    lat = Table(title="Latency (ms)", title_justify="left")
-    for col in ("metric", "mean", "p50", "p90", "p99", "std", "n"):
-        lat.add_column(col, justify="left" if col == "metric" else "right")
-    _lat_row(lat, "TTFT", s.get("ttft_ms"))
-    _lat_row(lat, "TPOT", s.get("tpot_ms"))
-    _lat_row(lat, "ITL (per token)", s.get("itl_ms"))
-    _lat_row(lat, "E2E", s.get("e2e_ms"))
-    console.print(lat)
-    for st in s.get("stages", []):
-        console.print(
-            f"  stage {st['stage']}: {_num(st.get('output_tokens_per_s'), ',.1f', ' tok/s')}, "
-            f"TTFT p50 {_num((st.get('ttft_ms') or {}).get('p50'), '.1f', ' ms')}, "
-            f"TPOT p50 {_num((st.get('tpot_ms') or {}).get('p50'), '.2f', ' ms')}, "
-            f"{st.get('num_ok', 0)} ok / {st.get('num_failed', 0)} failed"
-        )
+    rows.append(("token counts from", sources or "n/a"))
+    print_table(console, f"Throughput (measured window{sweep})", ("metric", "value"), rows, header=False)
+    print_table(
+        console,
+        f"Latency (ms{sweep})",
+        ("metric", "mean", "p50", "p90", "p99", "std", "n"),
+        [
+            _lat_cells("TTFT", s.get("ttft_ms")),
+            _lat_cells("TPOT", s.get("tpot_ms")),
+            _lat_cells("ITL (per token)", s.get("itl_ms")),
+            _lat_cells("E2E", s.get("e2e_ms")),
+        ],
+    )
     mm = s.get("output_len_mismatch") or {}
     if mm.get("count"):
-        console.print(
-            f"[yellow]output length mismatch:[/yellow] {mm['count']} of {mm['checked']} requests "
-            f"did not return the requested length (requested {mm['requested_tokens_total']} tokens, "
-            f"received {mm['received_tokens_total']})"
+        paragraph(
+            console,
+            f"{mm['count']} of {mm['checked']} requests did not return the requested length (requested "
+            f"{mm['requested_tokens_total']} tokens, received {mm['received_tokens_total']})",
+            lead=Text("output length mismatch: ", style="yellow"),
+            indent=2,
         )
     for kind, n in (s.get("errors") or {}).items():
-        console.print(f"[red]failed:[/red] {n} × {escape(kind)}")
+        paragraph(console, f"{n} × {kind}", lead=Text("failed: ", style="red"), indent=2)
     for ex in (s.get("error_examples") or [])[:3]:
-        console.print(f"  e.g. request {ex['index']}: {escape(str(ex['error']))}")
+        paragraph(console, str(ex["error"]), lead=f"  e.g. request {ex['index']}: ", indent=4)
     st = s.get("server_timings")
     if st:
-        console.print(
+        paragraph(
+            console,
             f"server's own timings ({', '.join(st.get('servers', []))}, {st['n']} requests): "
             f"time to first token {_num(st.get('server_time_to_first_token_ms_mean'), '.1f', ' ms')} "
             f"(client TTFT {_num(st.get('client_ttft_ms_mean'), '.1f', ' ms')}), "
             f"decode {_num(st.get('server_decode_tokens_per_s_mean'), '.1f', ' tok/s')} "
-            f"(client {_num(st.get('client_decode_tokens_per_s_mean'), '.1f', ' tok/s')})"
+            f"(client {_num(st.get('client_decode_tokens_per_s_mean'), '.1f', ' tok/s')})",
+            indent=2,
         )
     for dev in info.telemetry_summary:
         energy = (
@@ -143,36 +159,50 @@ def render_run(info: RunInfo) -> None:
             if dev.get("mean_util_ratio") is not None
             else "util n/a"
         )
-        console.print(
-            f"telemetry {dev.get('device')} ({escape(str(dev.get('name') or ''))}): {util}, {power}, {energy}"
+        paragraph(
+            console,
+            notes.shorten(f"{dev.get('device')} ({dev.get('name') or ''}): {util}, {power}, {energy}"),
+            lead="telemetry ",
+            indent=2,
         )
     render_state(srv.get("state"))
     cl = info.client
     if cl:
-        console.print(
-            f"client CPU: {cl.get('cpu_util_ratio', 0):.0%} of one core "
+        paragraph(
+            console,
+            f"{cl.get('cpu_util_ratio', 0):.0%} of one core "
             f"({cl.get('cpu_user_s', 0) + cl.get('cpu_system_s', 0):.2f} s CPU over "
-            f"{cl.get('wall_s', 0):.2f} s)"
+            f"{cl.get('wall_s', 0):.2f} s)",
+            lead="client CPU: ",
+            indent=2,
         )
     for w in [*srv.get("warnings", []), *cl.get("warnings", [])]:
-        console.print(f"[yellow]warning:[/yellow] {escape(w)}")
+        paragraph(console, notes.shorten(str(w)), lead=Text("warning: ", style="yellow"), indent=2)
     if s.get("aborted"):
-        console.print(f"[red]stopped:[/red] {escape(str(s['aborted']))}")
+        paragraph(console, str(s["aborted"]), lead=Text("stopped: ", style="red"), indent=2)
     if s.get("interrupted"):
         it = s["interrupted"]
-        console.print(
-            f"[yellow]interrupted by {it['signal']}:[/yellow] {it['finished_requests']} finished "
-            f"requests kept, {it['cancelled_in_flight']} in flight were cancelled"
+        paragraph(
+            console,
+            f"{it['finished_requests']} finished requests kept, {it['cancelled_in_flight']} in flight were "
+            "cancelled",
+            lead=Text(f"interrupted by {it['signal']}: ", style="yellow"),
+            indent=2,
         )
-    console.print(f"run id: [bold]{info.id}[/bold]")
+    notes.print(console)
+    console.print(Text("run id: ") + Text(info.id, style="bold"))
 
 
 def render_state(state: dict[str, Any] | None) -> None:
     """The server's own view of the run (``server.state``), and what it says about the numbers."""
+    from rich.text import Text
+
+    from gpuledger.report.layout import paragraph
+
     if not state:
         return
     if "reason" in state:
-        console.print(f"server state: {escape(str(state['reason']))}")
+        paragraph(console, str(state["reason"]), lead="server state: ", indent=2)
         return
 
     def stat(block: Any, fmt: str) -> str:
@@ -186,22 +216,27 @@ def render_state(state: dict[str, Any] | None) -> None:
     queue = num(state.get("queue_time_ms_mean"), ".1f", " ms mean")
     if state.get("queued_requests") is not None:
         queue += f" over {state['queued_requests']:g} requests"
-    console.print(
-        f"server state ({escape(str(state.get('source')))}): queue time {queue}, "
-        f"preemptions {num(state.get('preemptions'), 'g')}"
+    paragraph(
+        console,
+        f"server state ({state.get('source')}): queue time {queue}, "
+        f"preemptions {num(state.get('preemptions'), 'g')}",
+        indent=2,
     )
     if state.get("interval_s"):
         kv = state.get("kv_cache_usage_ratio")
         kv_text = f"{kv['mean']:.0%} mean / {kv['max']:.0%} max" if kv else "n/a (not exported)"
-        console.print(
-            f"  during the window (every {state['interval_s']:g} s, {state.get('scrapes', 0)} samples): "
+        paragraph(
+            console,
+            f"during the window (every {state['interval_s']:g} s, {state.get('scrapes', 0)} samples): "
             f"running {stat(state.get('running'), '.1f')}, waiting {stat(state.get('waiting'), '.1f')}, "
-            f"KV cache {kv_text}"
+            f"KV cache {kv_text}",
+            lead="  ",
+            indent=4,
         )
     elif state.get("gauges_reason"):
-        console.print(f"  running / waiting / KV cache: {escape(str(state['gauges_reason']))}")
+        paragraph(console, str(state["gauges_reason"]), lead="  running / waiting / KV cache: ", indent=4)
     for note in state.get("notes", []):
-        console.print(f"  [yellow]why:[/yellow] {escape(str(note))}")
+        paragraph(console, str(note), lead=Text("  why: ", style="yellow"), indent=4)
 
 
 def _from_command_line(ctx: typer.Context, name: str) -> bool:

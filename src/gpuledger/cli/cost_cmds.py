@@ -6,15 +6,16 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
+from rich.text import Text
 
 from gpuledger.cli.common import DbOpt, JsonOpt, console, print_json, warn
-from gpuledger.errors import StoreError, UsageError
+from gpuledger.errors import NotFoundError, StoreError, UsageError
 
 if TYPE_CHECKING:
     from gpuledger.catalog import Catalog, GpuSpec
     from gpuledger.cost import Comparison, CostProfile, Estimate, RunCost
     from gpuledger.records import DoctorRunRecord, RunInfo
+    from gpuledger.report.layout import Cell, Notes
     from gpuledger.store import Store
 
 NA = "—"
@@ -93,45 +94,100 @@ def _cost(
     )
 
 
-def render_operating_point(cost: RunCost) -> None:
-    """Which stage of a sweep was priced, why, and what each stage would cost."""
+def render_operating_point(cost: RunCost, notes: Notes) -> None:
+    """What each stage of a sweep would cost under the same hourly cost, the priced one marked (the
+    rule that picked it is a "why" line of the answer)."""
+    from gpuledger.cost.model import money_prefix
+    from gpuledger.report.layout import print_table
+
     op = cost.operating_point
     if not op:
         return
     cur = cost.currency
-    p = cur.lower()
-    console.print(f"[bold]priced at stage {op['stage']}[/bold] of the sweep: {op['rule']}")
-    t = Table(title=f"Every stage under the same hourly cost ({cur})", title_justify="left")
-    for col in ("stage", "output tok/s", "SLOs met", f"{cur}/1M output tok"):
-        t.add_column(col, justify="left" if col == "stage" else "right")
+    head = cost.inputs.unit(cost.headline)
+    rate_key = cost.summary.rate_key(cost.headline)
+    price_key = head.price_key(money_prefix(cur))
+    rows = []
     for row in op["stages"]:
-        mark = " ◀" if row["stage"] == op["stage"] else ""
-        t.add_row(
+        mark = " ◀ priced" if row["stage"] == op["stage"] else ""
+        rows.append((
             row["stage"] + mark,
-            _num(row.get("output_tokens_per_s")),
+            _num(row.get(rate_key)),
             _pct(row.get("slo_met_ratio")),
-            _money(row.get(f"{p}_per_1m_output_tokens"), ""),
-        )
-    console.print(t)
-
-
-# ------------------------------------------------------------------------------------- cost
-def render_cost(cost: RunCost) -> None:
-    d = cost.to_dict()
-    cur = cost.currency
-    p = cur.lower()
-    run = cost.run
-    console.print(
-        f"[bold]Run {run.id}[/bold]  {run.label or ''}  model {run.model or NA}, engine {run.engine or NA}"
+            _money(row.get(price_key), ""),
+        ))
+    print_table(
+        console,
+        f"Every stage under the same hourly cost ({cur})",
+        ("stage", head.rate_text, "SLOs met", f"{cur} {head.per_text()}"),
+        rows,
     )
-    console.print(
-        f"profile [bold]{cost.profile.name}[/bold] ({cost.profile.mode}, {cur})  {cost.profile.description}"
+
+
+def _cost_rows(cost: RunCost) -> list[tuple[str, str]]:
+    """The cost per unit of work: each unit's price, what a currency unit buys, the extras of the run's
+    kind (input and output tokens priced separately, the price at SLO), and the energy per unit."""
+    from gpuledger.cost.model import money_prefix
+
+    cur = cost.currency
+    p = money_prefix(cur)
+    ev, inp = cost.evaluation, cost.inputs
+    d = cost.to_dict()
+    rows: list[tuple[str, str]] = []
+    for u in cost.summary.price_units():
+        value = ev.cost_per(u)
+        if value is not None or u == cost.headline:
+            rows.append((f"{cur} {inp.unit(u).per_text()}", _money(value, cur)))
+    split = d.get("split")
+    if isinstance(split, dict) and split.get("rule"):
+        for key, words in (("input", "input"), ("output", "output")):
+            rows.append((
+                f"  priced separately: {cur} per 1M {words} tokens",
+                _money(split.get(f"{p}_per_1m_{key}_tokens"), cur),
+            ))
+    at_slo = {inp.unit(u).price_key(p) + "_at_slo": inp.unit(u) for u in cost.summary.price_units()}
+    for key, unit in at_slo.items():
+        value = d.get(key)
+        if isinstance(value, int | float):
+            rows.append((f"{cur} {unit.per_text()} at SLO", _money(value, cur)))
+    for u in cost.summary.yield_units():
+        value = ev.per_money(u)
+        if value is not None:
+            rows.append((f"{inp.unit(u).plural} per {cur}", _num(value, ",.0f")))
+    for u in cost.summary.yield_units():
+        joules = cost.energy.get(f"joules_per_{inp.unit(u).singular_key}")
+        if isinstance(joules, int | float):
+            mark = " (estimate)" if cost.energy.get("estimate") else ""
+            rows.append((f"J per {inp.unit(u).singular}{mark}", _num(joules)))
+    return rows
+
+
+def render_cost(cost: RunCost, notes: Notes | None = None, *, answer: bool = True) -> None:
+    """The answer first (price, key figures, power, why), then what the price is made of: the hourly
+    cost, every stage of a sweep, the cost per unit of work, and every input with its source. Long
+    provenance sentences are printed once, at the end, and referred to by their marker."""
+    from gpuledger.cost.breakeven import run_sensitivity
+    from gpuledger.report.headline import cost_answer
+    from gpuledger.report.layout import Notes, paragraph, print_table
+    from gpuledger.report.terminal import print_answer
+
+    own_notes = notes is None
+    notes = Notes() if notes is None else notes
+    run = cost.run
+    cur = cost.currency
+    notes.file(cost.power.source)
+    name = f"{run.label} (run {run.id})" if run.label.strip() else f"run {run.id}"
+    if answer:
+        print_answer(cost_answer(cost, run_sensitivity(cost), name), console, notes)
+    described = f": {notes.cell(cost.profile.description)}" if cost.profile.description else ""
+    paragraph(
+        console,
+        f"model {run.model or NA}, engine {run.engine or NA}; profile {cost.profile.name} "
+        f"({cost.profile.mode}, {cur}){described}",
+        style="dim",
+        indent=2,
     )
     hourly = cost.evaluation.hourly
-    t = Table(title=f"Hourly cost ({cur} per wall-clock hour)", title_justify="left")
-    t.add_column("component")
-    t.add_column(f"{cur}/h", justify="right")
-    t.add_column("share", justify="right")
     shares = hourly.shares()
     labels = {
         "capex": "hardware amortisation",
@@ -140,66 +196,39 @@ def render_cost(cost: RunCost) -> None:
         "labour": "labour (setup + maintenance)",
         "other": "other opex (hosting, software)",
     }
+    rows: list[tuple[Cell, ...]] = []
     for key, value in hourly.components().items():
         if value or key == "labour" or (key == "energy" and hourly.mode == "ownership"):
-            t.add_row(labels[key], _money(value, ""), _pct(shares[key]))
-    t.add_row("[bold]total[/bold]", f"[bold]{_money(hourly.total, '')}[/bold]", "100%")
-    console.print(t)
-    power = d["power"]
-    console.print(
-        f"power: {power['serving_w']:.1f} W serving, {power['average_w']:.1f} W average at "
-        f"utilisation {_pct(cost.inputs.utilisation)} — {power['power_source']}"
-    )
-    render_operating_point(cost)
-    thr = d["throughput"]
-    console.print(
-        f"throughput ({thr['source']}): {_num(thr['output_tokens_per_s'])} output tok/s, "
-        f"{_num(thr['input_tokens_per_s'])} input tok/s, {_num(thr['requests_per_s'])} req/s"
-    )
-    r = Table(title="Cost per unit of work", title_justify="left")
-    r.add_column("metric")
-    r.add_column("value", justify="right")
-    r.add_row(
-        f"{cur} per 1M output tokens (all cost on output tokens)", _money(d[f"{p}_per_1m_output_tokens"], cur)
-    )
-    r.add_row(f"{cur} per 1M tokens (input + output)", _money(d[f"{p}_per_1m_tokens"], cur))
-    split = d["split"]
-    if split.get("rule"):
-        r.add_row(
-            f"  priced separately: {cur} per 1M input tokens", _money(split[f"{p}_per_1m_input_tokens"], cur)
-        )
-        r.add_row(
-            f"  priced separately: {cur} per 1M output tokens",
-            _money(split[f"{p}_per_1m_output_tokens"], cur),
-        )
-    r.add_row(f"output tokens per {cur}", _num(d[f"output_tokens_per_{p}"], ",.0f"))
-    r.add_row(f"{cur} per request", _money(d[f"{p}_per_request"], cur))
-    if d[f"{p}_per_good_request"] is not None:
-        r.add_row(f"{cur} per request meeting the SLOs", _money(d[f"{p}_per_good_request"], cur))
-        r.add_row(f"{cur} per 1M output tokens at SLO", _money(d[f"{p}_per_1m_output_tokens_at_slo"], cur))
-    energy = d["energy"]
-    r.add_row("J per token (input + output)", _num(energy.get("joules_per_token")))
-    r.add_row("J per output token", _num(energy.get("joules_per_output_token")))
-    console.print(r)
-    if split.get("rule"):
-        console.print(f"split rule: {split['rule']}")
-    console.print(f"energy: {energy.get('method') or energy.get('reason')}")
-    i = Table(title="Inputs", title_justify="left")
-    for col in ("input", "value", "unit", "source"):
-        i.add_column(col, overflow="fold")
-    for name, row in d["inputs"].items():
+            rows.append((labels[key], _money(value, ""), _pct(shares[key])))
+    rows.append((Text("total", style="bold"), Text(_money(hourly.total, ""), style="bold"), "100%"))
+    print_table(console, f"Hourly cost ({cur} per wall-clock hour)", ("component", f"{cur}/h", "share"), rows)
+    render_operating_point(cost, notes)
+    print_table(console, "Cost per unit of work", ("metric", "value"), _cost_rows(cost))
+    d = cost.to_dict()
+    split = d.get("split")
+    if isinstance(split, dict) and split.get("rule"):
+        paragraph(console, notes.shorten(str(split["rule"])), lead="split rule: ", indent=2)
+    energy = cost.energy
+    energy_text = str(energy.get("method") or energy.get("reason") or NA)
+    paragraph(console, notes.shorten(energy_text), lead="energy: ", indent=2)
+    inputs = []
+    for key, row in d["inputs"].items():
         value = row["value"]
-        i.add_row(
-            name,
-            _num(value) if isinstance(value, int | float) and not isinstance(value, bool) else str(value),
-            row["unit"],
-            row["source"],
-        )
-    console.print(i)
+        inputs.append((
+            key,
+            _num(value)
+            if isinstance(value, int | float) and not isinstance(value, bool)
+            else NA if value is None else str(value),
+            str(row["unit"]),
+            notes.cell(str(row["source"])),
+        ))
+    print_table(console, "Inputs", ("input", "value", "unit", "source"), inputs, align_numbers=False)
     for a in cost.assumptions:
-        console.print(f"[dim]assumption:[/dim] {a}")
+        paragraph(console, notes.shorten(a), lead="assumption: ", indent=2)
     for w in cost.warnings:
-        console.print(f"[yellow]warning:[/yellow] {w}")
+        paragraph(console, notes.shorten(w), lead=Text("warning: ", style="yellow"), indent=2)
+    if own_notes:
+        notes.print(console)
 
 
 def cost_cmd(
@@ -287,81 +316,112 @@ def parse_profile_args(values: Sequence[str], run_args: Sequence[str]) -> tuple[
 
 
 def render_comparison(comp: Comparison) -> None:
+    """The ratio first (with its decomposition), then each run's price, the hourly-cost difference,
+    break-even values, sensitivity and the warnings."""
+    from gpuledger.cost.model import money_prefix
+    from gpuledger.report.headline import price_line, ratio_answer
+    from gpuledger.report.layout import Notes, paragraph, print_table
+    from gpuledger.report.terminal import print_answer
+
+    notes = Notes()
     cur = comp.currency
-    p = cur.lower()
-    t = Table(title=f"Runs ({cur})", title_justify="left")
-    for col in (
-        "run",
-        "devices",
-        "profile",
-        f"{cur}/h",
-        f"{cur}/1M output tok",
-        f"output tok/{cur}",
-        "power",
-    ):
-        t.add_column(col, overflow="fold")
-    for row in comp.to_dict()["runs"]:
-        t.add_row(
+    p = money_prefix(cur)
+    answer = ratio_answer(comp)
+    if answer is not None:
+        print_answer(answer, console, notes)
+        console.print()
+    head = comp.costs[0].inputs.unit(comp.costs[0].headline)
+    rows = []
+    for c, row in zip(comp.costs, comp.to_dict()["runs"], strict=True):
+        rows.append((
             row["run_id"],
             ", ".join(row["devices"]) or NA,
             row["profile"],
             _money(row[f"{p}_per_hour"], ""),
-            _money(row[f"{p}_per_1m_output_tokens"], ""),
-            _num(row[f"output_tokens_per_{p}"], ",.0f"),
-            row["power_source"],
-        )
-    console.print(t)
+            price_line(c),
+            _num(row.get(head.per_money_key(p)), ",.0f"),
+            notes.cell(str(row["power_source"]), 30),
+        ))
+    print_table(
+        console,
+        f"Runs ({cur}; price per run's own unit)",
+        ("run", "devices", "profile", f"{cur}/h", "price", f"{head.plural} per {cur}", "power"),
+        rows,
+    )
     for c in comp.costs:
         if c.operating_point:
-            console.print(f"{c.run.id} priced at stage {c.operating_point['stage']} of its sweep: "
-                          f"{c.operating_point['rule']}")
+            paragraph(
+                console,
+                f"{c.run.id} priced at stage {c.operating_point['stage']} of its sweep: "
+                f"{c.operating_point['rule']}",
+                indent=2,
+            )
     for pair in comp.pairs:
         dec = pair.decomposition
-        console.print(
-            f"\n[bold]{pair.a.run.id} vs {pair.b.run.id}: ratio {pair.ratio:.3g}x[/bold] "
-            f"({pair.basis} tokens per {cur}; {pair.a.run.id} / {pair.b.run.id})"
+        a, b = pair.a.run.id, pair.b.run.id
+        console.print()
+        paragraph(
+            console,
+            Text(f"{a} vs {b}: ratio {pair.ratio:.3g}x ({pair.words()} per {cur}; {a} / {b})", style="bold"),
+            indent=2,
         )
-        console.print(
-            f"  = throughput {dec['throughput_ratio']:.3g}x  x  utilisation {dec['utilisation_ratio']:.3g}x"
-            f"  x  hourly cost (B/A) {dec['hourly_cost_ratio']:.3g}x"
+        paragraph(
+            console,
+            f"= throughput {dec['throughput_ratio']:.3g}x  x  utilisation {dec['utilisation_ratio']:.3g}x"
+            f"  x  hourly cost (B/A) {dec['hourly_cost_ratio']:.3g}x",
+            lead="  ",
+            indent=4,
         )
         carried = dec.get("share_of_log_ratio")
         if carried:
-            console.print("  carried by: " + ", ".join(f"{k} {v:.0%}" for k, v in carried.items()))
+            paragraph(
+                console,
+                ", ".join(f"{k.replace('_', ' ')} {v:.0%}" for k, v in carried.items()),
+                lead="  carried by: ",
+                indent=4,
+            )
         diff = dec["hourly"]["difference_as_share_of_a"]
-        console.print(
-            "  hourly cost difference (B - A, share of A's): "
-            + ", ".join(f"{k} {v:+.0%}" for k, v in diff.items() if v)
+        paragraph(
+            console,
+            ", ".join(f"{k} {v:+.0%}" for k, v in diff.items() if v) or "none",
+            lead="  hourly cost difference (B - A, share of A's): ",
+            indent=4,
         )
-        b = Table(
-            title="Break-even (B's value at which A and B cost the same per token)", title_justify="left"
+        print_table(
+            console,
+            "Break-even (B's value at which A and B cost the same per unit)",
+            ("input of B", "now", "break-even", "unit", "ratio check"),
+            [
+                (
+                    be.input,
+                    _num(be.current),
+                    _num(be.value) if be.value is not None else notes.cell(be.reason or NA, 20),
+                    be.unit,
+                    "" if be.verified_ratio is None else f"{be.verified_ratio:.6f}",
+                )
+                for be in pair.break_even
+            ],
         )
-        for col in ("input of B", "now", "break-even", "unit", "check"):
-            b.add_column(col, overflow="fold")
-        for be in pair.break_even:
-            b.add_row(
-                be.input,
-                _num(be.current),
-                _num(be.value) if be.value is not None else (be.reason or NA),
-                be.unit,
-                "" if be.verified_ratio is None else f"ratio {be.verified_ratio:.6f}",
-            )
-        console.print(b)
-        s = Table(title="Sensitivity: each input -20 % / +20 % -> ratio", title_justify="left")
-        for col in ("input", "run", "value", "-20 %", "+20 %", "note"):
-            s.add_column(col, overflow="fold")
-        for row in pair.sensitivity[:12]:
-            s.add_row(
-                row.input,
-                f"{row.run} {row.run_id}",
-                _num(row.value),
-                f"{row.ratio_at_minus_20pct:.3g}x",
-                f"{row.ratio_at_plus_20pct:.3g}x",
-                row.note or "",
-            )
-        console.print(s)
+        print_table(
+            console,
+            "Sensitivity: each input -20 % / +20 % -> ratio",
+            ("input", "run", "value", "-20 %", "+20 %", "note"),
+            [
+                (
+                    row.input,
+                    f"{row.run} {row.run_id}",
+                    _num(row.value),
+                    f"{row.ratio_at_minus_20pct:.3g}x",
+                    f"{row.ratio_at_plus_20pct:.3g}x",
+                    row.note or "",
+                )
+                for row in pair.sensitivity[:12]
+            ],
+            keys=2,
+        )
         for w in pair.warnings:
-            console.print(f"[yellow]warning:[/yellow] {w}")
+            paragraph(console, notes.shorten(w), lead=Text("warning: ", style="yellow"), indent=2)
+    notes.print(console)
 
 
 def compare_cmd(
@@ -414,24 +474,47 @@ def compare_cmd(
 
 
 # ------------------------------------------------------------------------------------- estimate
+def _ratio_text(value: float | None) -> str:
+    """A utilisation share with significant digits: 0.0058 %, 4.3 %, never a "0%" that hides a figure."""
+    if value is None:
+        return NA
+    from gpuledger.report import fmt
+
+    return f"{fmt.num(value * 100, 2)} %"
+
+
 def render_estimate(est: Estimate) -> None:
-    console.print(
-        f"[bold yellow]ESTIMATE[/bold yellow] (roofline model, not a measurement): run {est.run.id} "
-        f"measured on {est.source.name} -> {est.target.name}"
+    from gpuledger.report.layout import Notes, paragraph
+
+    notes = Notes()
+    paragraph(
+        console,
+        Text("ESTIMATE", style="bold yellow")
+        + Text(
+            f" (roofline model, not a measurement): run {est.run.id} measured on {est.source.name} -> "
+            f"{est.target.name}"
+        ),
+        indent=2,
     )
     sc = est.scale
-    console.print(
+    paragraph(
+        console,
         f"throughput x{sc.speedup:.3g} (bandwidth x{sc.bandwidth_ratio:.3g}, compute "
-        f"x{sc.compute_ratio:.3g}, prefill share {sc.prefill_share:.0%})"
+        f"x{sc.compute_ratio:.3g}, prefill share {sc.prefill_share:.0%})",
+        indent=2,
     )
     eff = est.efficiency
     if eff.get("mfu") is not None or eff.get("mbu") is not None:
-        console.print(
-            f"measured efficiency carried over: MFU {_pct(eff.get('mfu'))}, MBU {_pct(eff.get('mbu'))}"
+        paragraph(
+            console,
+            f"measured efficiency carried over: MFU {_ratio_text(eff.get('mfu'))}, "
+            f"MBU {_ratio_text(eff.get('mbu'))}",
+            indent=2,
         )
-    render_cost(est.cost)
+    render_cost(est.cost, notes)
     for a in est.assumptions:
-        console.print(f"[dim]assumption:[/dim] {a}")
+        paragraph(console, notes.shorten(a), lead="assumption: ", indent=2)
+    notes.print(console)
 
 
 def estimate_cmd(
@@ -490,6 +573,11 @@ def gpus_cmd(
     from gpuledger.catalog import load_catalog
 
     catalog = load_catalog()
+    known = sorted({s.vendor for s in catalog})
+    if vendor is not None and vendor.lower() not in known:
+        raise NotFoundError(
+            f"--vendor {vendor}: the GPU catalog has no GPU of that vendor; vendors known: {', '.join(known)}"
+        )
     specs = [s for s in catalog if vendor is None or s.vendor == vendor.lower()]
     if json_out:
         print_json(
@@ -500,27 +588,29 @@ def gpus_cmd(
             }
         )
         return
-    t = Table(
-        title="GPU catalog: memory GB, bandwidth TB/s, dense TFLOPS, TDP W, price USD, rental USD/GPU-h "
+    from gpuledger.report.layout import paragraph, print_table
+
+    print_table(
+        console,
+        "GPU catalog: memory GB, bandwidth TB/s, dense TFLOPS, TDP W, price USD, rental USD/GPU-h "
         "(? = estimate; --json: names, ids, every source and date)",
-        title_justify="left",
+        ("key", "GB", "TB/s", "FP16", "FP8", "W", "USD", "USD/h"),
+        [
+            (
+                s.key,
+                _fig(s, "memory_gb"),
+                _fig(s, "bandwidth_tb_s"),
+                _fig(s, "fp16_tflops", ".4g"),
+                _fig(s, "fp8_tflops", ".4g"),
+                _fig(s, "tdp_w", ".4g"),
+                _fig(s, "launch_price_usd", ".0f"),
+                _fig(s, "rental_usd_per_gpu_hour", ".3g"),
+            )
+            for s in specs
+        ],
+        compact=True,
     )
-    t.add_column("key", no_wrap=True)
-    for col in ("GB", "TB/s", "FP16", "FP8", "W", "USD", "USD/h"):
-        t.add_column(col, justify="right", no_wrap=True)
-    for s in specs:
-        t.add_row(
-            s.key,
-            _fig(s, "memory_gb"),
-            _fig(s, "bandwidth_tb_s"),
-            _fig(s, "fp16_tflops", ".4g"),
-            _fig(s, "fp8_tflops", ".4g"),
-            _fig(s, "tdp_w", ".4g"),
-            _fig(s, "launch_price_usd", ".0f"),
-            _fig(s, "rental_usd_per_gpu_hour", ".3g"),
-        )
-    console.print(t)
-    console.print(f"catalog files: {', '.join(catalog.files)}")
+    paragraph(console, ", ".join(catalog.files), lead="catalog files: ", indent=2)
 
 
 def profiles_cmd(json_out: JsonOpt = False) -> None:
@@ -531,10 +621,9 @@ def profiles_cmd(json_out: JsonOpt = False) -> None:
     if json_out:
         print_json({"profiles": [p.to_dict() for p in presets.values()]})
         return
-    t = Table(title="Cost presets (--profile NAME; --json: descriptions, every source)", title_justify="left")
-    t.add_column("name", no_wrap=True)
-    for col in ("mode", "price", "power price", "PUE", "months"):
-        t.add_column(col, no_wrap=True)
+    from gpuledger.report.layout import print_table
+
+    rows = []
     for p in presets.values():
         if p.mode == "rental":
             price = (
@@ -545,17 +634,17 @@ def profiles_cmd(json_out: JsonOpt = False) -> None:
             elec = pue = "incl."
         else:
             price = f"{p.gpu_price or p.host_price:,.0f} {p.currency}"
-            elec = f"{p.electricity_per_kwh:g}/kWh"
+            elec = f"{p.electricity_per_kwh:g} {p.currency}/kWh"
             pue = f"{p.pue:g}"
-        t.add_row(
-            p.name,
-            "own" if p.mode == "ownership" else "rent",
-            price,
-            elec,
-            pue,
-            f"{p.amortisation_months:g}",
-        )
-    console.print(t)
+        mode = "own" if p.mode == "ownership" else "rent"
+        rows.append((p.name, mode, price, elec, pue, f"{p.amortisation_months:g}"))
+    print_table(
+        console,
+        "Cost presets (--profile NAME; --json: descriptions, every source)",
+        ("name", "mode", "price", "power price", "PUE", "months"),
+        rows,
+        compact=True,
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -42,12 +42,13 @@ from gpuledger.records import dump_summary
 
 if TYPE_CHECKING:
     from gpuledger.bench.choice import RunChoice
-    from gpuledger.cost import CostProfile
+    from gpuledger.cost import CostProfile, RunCost
     from gpuledger.engines.torch.device import DeviceInfo
     from gpuledger.engines.torch.models import ModelPlan
     from gpuledger.quantity import Quantity
     from gpuledger.records import RunInfo
     from gpuledger.records.torchspec import MemoryEstimate
+    from gpuledger.report.model import Answer
     from gpuledger.store import Store
 
 NA = "n/a"
@@ -115,7 +116,7 @@ def _doctor_step(store: Store, missing: list[str]) -> dict[str, Any] | None:
 
 def _cost_step(
     store: Store, run: RunInfo, profile: CostProfile | None, missing: list[str]
-) -> dict[str, Any] | None:
+) -> RunCost | None:
     from gpuledger.catalog import load_catalog
     from gpuledger.cost import cost_of_run, default_profile_for
 
@@ -127,12 +128,11 @@ def _cost_step(
     except GpuledgerError as exc:
         missing.append(f"cost: not computed — {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
         return None
-    result = cost.to_dict()
     try:
-        store.save_cost_evaluation(run.id, cost.profile.name, cost.profile.to_dict(), result)
+        store.save_cost_evaluation(run.id, cost.profile.name, cost.profile.to_dict(), cost.to_dict())
     except GpuledgerError as exc:
         missing.append(f"cost: evaluation not saved — {exc.message}")
-    return result
+    return cost
 
 
 def _report_step(
@@ -218,9 +218,13 @@ class MeasuredRun:
 
 
 def _document(
-    bench: MeasuredRun, doctor: dict[str, Any] | None, cost: dict[str, Any] | None,
+    bench: MeasuredRun, doctor: dict[str, Any] | None, priced: RunCost | None,
     html: str | None, missing: list[str], reason: str, skipped: list[str],
 ) -> dict[str, Any]:
+    from gpuledger.cost.breakeven import run_sensitivity
+    from gpuledger.report.headline import cost_answer, measured_answer
+
+    cost = priced.to_dict() if priced is not None else None
     run = bench.run
     s = dump_summary(run.summary)
     ttft = _block(s, "ttft_ms")
@@ -256,6 +260,12 @@ def _document(
             "telemetry_peak": telemetry_peak,
         },
         "power": _power(run, bench.device.type, cost),
+        # The same answer as `gpuledger report` and `cost` (gpuledger.report.headline): price first.
+        "answer": (
+            cost_answer(priced, run_sensitivity(priced), f"run {run.id}")
+            if priced is not None
+            else measured_answer(run, f"run {run.id}")
+        ).to_dict(),
         "cost": None,
         "report_html": html,
         "missing": missing,
@@ -286,17 +296,44 @@ def _fmt(value: Any, spec: str, unit: str = "") -> str:
     return f"{value:{spec}}{unit}"
 
 
-def _render(doc: dict[str, Any]) -> None:
-    from gpuledger.records.torchspec import gib
+def _answer_of(doc: dict[str, Any]) -> Answer:
+    from gpuledger.report.model import Answer
 
+    a = doc["answer"]
+    return Answer(
+        title=a["title"],
+        headline=a["headline"],
+        subline=a["subline"],
+        facts=tuple((f["label"], f["value"]) for f in a["facts"]),
+        why=tuple(a["why"]),
+    )
+
+
+def _render(doc: dict[str, Any]) -> None:
+    """The answer first (price, key figures, power, why: the same as ``report`` and ``cost``), then what
+    was run and where the report is, fitted to the terminal; a long provenance rule (the CPU power
+    estimate) once, at the end."""
+    from rich.text import Text
+
+    from gpuledger.records.torchspec import gib
+    from gpuledger.report.layout import Notes, paragraph, print_table
+    from gpuledger.report.terminal import print_answer
+
+    notes = Notes()
     dev = doc["device"]
     m = doc["metrics"]
     wl = doc["workload"]
+    p = doc["power"]
+    c = doc["cost"]
+    notes.file(p.get("priced_source"))
     where = f"{dev['torch_device']}, torch {dev['torch_version']} {dev['build']}, {doc['dtype']}"
-    console.print(
-        f"[bold]gpuledger run[/bold] — {escape(doc['model']['name'])} on {escape(dev['name'])} "
-        f"({escape(where)})"
+    paragraph(
+        console,
+        Text("gpuledger run", style="bold") + Text(f" — {doc['model']['name']} on {dev['name']} ({where})"),
+        indent=2,
     )
+    console.print()
+    print_answer(_answer_of(doc), console, notes)
     rows: list[tuple[str, str]] = []
     d = doc["doctor"]
     if d is not None:
@@ -306,22 +343,13 @@ def _render(doc: dict[str, Any]) -> None:
     rows.append((
         "workload",
         f"{m['num_requests']} requests, batch {wl.get('batch_size')}, {wl.get('input_tokens')} tokens in / "
-        f"{wl.get('output_tokens')} out (token ids, fixed output length)",
+        f"{wl.get('output_tokens')} out (token ids, fixed output length); engine token count, "
+        f"window {_fmt(m['window_s'], '.1f', ' s')}",
     ))
-    rows.append(("throughput", _fmt(m["output_tokens_per_s"], ".1f", " output tok/s")
-                 + f" ({_fmt(m['total_tokens_per_s'], '.1f', ' total tok/s')}; engine token count, "
-                 f"window {_fmt(m['window_s'], '.1f', ' s')})"))
-    ttft = f"p50 {_fmt(m['ttft_ms_p50'], '.0f', ' ms')} (mean {_fmt(m['ttft_ms_mean'], '.0f', ' ms')})"
-    rows.append(("TTFT", f"{ttft}; TPOT p50 {_fmt(m['tpot_ms_p50'], '.1f', ' ms')}"))
-    p = doc["power"]
     if p["measured_w"] is not None:
-        power = f"{p['measured_w']:.0f} W mean, measured"
+        rows.append(("power measured", f"{p['measured_w']:.0f} W mean"))
     else:
-        power = f"not measured — {p['reason']}"
-    if p.get("priced_w") is not None:
-        est = " (an estimate)" if p.get("priced_is_estimate") else ""
-        power += f"; cost uses {p['priced_w']:.0f} W{est}: {p['priced_source']}"
-    rows.append(("power", power))
+        rows.append(("power measured", notes.shorten(f"no — {p['reason']}")))
     mem = doc["memory"]
     peak = mem["peak"]
     tele = "; ".join(
@@ -332,24 +360,21 @@ def _render(doc: dict[str, Any]) -> None:
     )
     rows.append(("peak memory", f"{gib(peak['value'])} ({peak['source']}: {peak['method']})"
                  + (f"; {tele}" if tele else "") + f"; estimate {gib(mem['estimate']['total_bytes'])}"))
-    c = doc["cost"]
     if c is not None:
         cur = c["currency"] or ""
-        rows.append(("cost", f"{_fmt(c['per_1m_tokens'], '.4g')} {cur} per 1M tokens in+out, "
-                     f"{_fmt(c['per_1m_output_tokens'], '.4g')} {cur} per 1M output tokens "
-                     f"({_fmt(c['per_hour'], '.4g')} {cur}/hour; profile {c['profile']})"))
-    rows.append(("report", doc["report_html"] or NA))
+        rows.append(("cost per hour", f"{_fmt(c['per_hour'], '.4g')} {cur}/hour (profile {c['profile']})"))
     rows.append(("run id", f"{doc['run_id']} ({doc['status']}) — gpuledger report {doc['run_id']} / "
                  f"gpuledger cost {doc['run_id']}"))
     rows.append(("next", f"same workload elsewhere: gpuledger export {doc['run_id']} -o run.json; there: "
                  f"gpuledger import run.json && gpuledger bench --like {doc['run_id']}"))
-    width = max(len(k) for k, _ in rows)
-    for k, v in rows:
-        console.print(f"  {k:<{width}}  {escape(v)}")
+    print_table(console, "", ("", ""), rows, compact=True, header=False)
+    # The report's path on lines of its own, unindented: copied from the terminal it is the path.
+    paragraph(console, doc["report_html"] or NA, lead="report: ", indent=0)
     for w in doc["warnings"] + (c["warnings"] if c is not None else []):
-        console.print(f"  [yellow]warning:[/yellow] {escape(str(w))}")
+        paragraph(console, notes.shorten(str(w)), lead=Text("  warning: ", style="yellow"), indent=4)
     for line in doc["missing"]:
-        console.print(f"  [yellow]missing:[/yellow] {escape(line)}")
+        paragraph(console, notes.shorten(line), lead=Text("  missing: ", style="yellow"), indent=4)
+    notes.print(console)
 
 
 def run_cmd(

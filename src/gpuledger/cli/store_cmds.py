@@ -7,6 +7,7 @@ import io
 import math
 import re
 import sys
+from dataclasses import replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
@@ -14,7 +15,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
-from rich.table import Table
 from rich.text import Text
 
 from gpuledger.cli.common import DbOpt, JsonOpt, console, err_console, print_json
@@ -147,21 +147,42 @@ def runs(
         console.print("no runs" + (" matching the filters" if label or since else "") + f" in {store.url}",
                       markup=False)
         return
-    table = Table(title=f"runs in {store.url}", title_justify="left", show_lines=False)
-    for name in ("id", "when", "label", "engine", "model", "status"):
-        table.add_column(name, no_wrap=name in ("id", "when", "status"))
-    table.add_column("requests", justify="right")
-    table.add_column("output rate", justify="right")
+    from gpuledger.report.layout import Grid, fit, print_grid
+
     colours = {"complete": "green", "running": "cyan", "incomplete": "yellow", "failed": "red"}
-    for r in found:
-        table.add_row(
+    title = f"runs in {store.url}"
+    rows: list[tuple[str | Text, ...]] = [
+        (
             r.id, _local(r.created_at), Text(r.label), Text(r.engine), Text(r.model),
             Text(r.status, style=colours.get(r.status, "")), f"{r.num_requests:,}",
-            Text(_rate_text(output_rate(r))),
+            _rate_text(output_rate(r)),
         )
+        for r in found
+    ]
     for u in found.unreadable:  # a corrupt row (store.list_runs): its id and why, the others as usual
-        table.add_row(u.id, NA, Text(u.reason), "", "", Text("unreadable", style="red"), "", "")
-    console.print(table)
+        rows.append((u.id, NA, Text(u.reason), "", "", Text("unreadable", style="red"), "", ""))
+    columns = ("id", "when", "label", "engine", "model", "status", "requests", "output rate")
+    grid = Grid(title, columns, tuple(rows), compact=True)
+    if fit(grid, console.width) is None:
+        # A narrow terminal: each run on a few lines (id over label, model over engine, rate over unit).
+        stacked = tuple(
+            (
+                Text("\n").join((Text(_plain(r[0])), _text(r[2]))), r[1],
+                Text("\n").join((_text(r[4]), _text(r[3]))), r[5], r[6], _plain(r[7]).replace(" ", "\n", 1),
+            )
+            for r in rows
+        )
+        grid = Grid(title, ("id / label", "when", "model / engine", "status", "requests", "output rate"),
+                    stacked, compact=True)
+    print_grid(console, grid)
+
+
+def _plain(cell: str | Text) -> str:
+    return cell.plain if isinstance(cell, Text) else cell
+
+
+def _text(cell: str | Text) -> Text:
+    return cell if isinstance(cell, Text) else Text(cell)
 
 
 # ---- show ---------------------------------------------------------------------------------------
@@ -183,13 +204,13 @@ def _flatten(prefix: str, value: Any, out: list[tuple[str, str]]) -> None:
         out.append((prefix, orjson.dumps(value).decode() if not isinstance(value, str) else value))
 
 
-def _kv_table(rows: list[tuple[str, str]]) -> Table:
-    table = Table(show_header=False, box=None, pad_edge=False)
-    table.add_column(style="bold")
-    table.add_column(overflow="fold")
-    for k, v in rows:
-        table.add_row(Text(k), Text(v))  # Text: user data is never read as rich markup
-    return table
+def _kv_table(rows: list[tuple[str, str]]) -> None:
+    """Print ``key  value`` lines, the values wrapped at the console width (user data is never read as
+    rich markup)."""
+    from gpuledger.report.layout import print_table
+
+    cells = [(Text(k, style="bold"), v) for k, v in rows]
+    print_table(console, "", ("", ""), cells, compact=True, header=False)
 
 
 def _header_rows(run: RunInfo, env_hash: str | None) -> list[tuple[str, str]]:
@@ -237,19 +258,18 @@ def _summary_rows(run: RunInfo) -> list[tuple[str, str]]:
     return rows
 
 
-def _latency_table(summary: dict[str, Any]) -> Table | None:
+def _latency_table(summary: dict[str, Any]) -> None:
+    from gpuledger.report.layout import print_table
+
     blocks = [(label, summary[key]) for key, label in _LATENCIES if isinstance(summary.get(key), dict)]
     if not blocks:
-        return None
-    table = Table(title="latency (ms)", title_justify="left")
-    table.add_column("metric")
-    for col in ("mean", "p50", "p90", "p95", "p99", "max", "n"):
-        table.add_column(col, justify="right")
+        return
+    stats = ("mean", "p50", "p90", "p95", "p99", "max")
+    rows = []
     for label, block in blocks:
         n = block.get("n")
-        table.add_row(label, *(_fmt_ms(block, c) for c in ("mean", "p50", "p90", "p95", "p99", "max")),
-                      str(n) if n is not None else NA)
-    return table
+        rows.append((label, *(_fmt_ms(block, c) for c in stats), f"{n:,}" if isinstance(n, int) else NA))
+    print_table(console, "latency (ms)", ("metric", *stats, "n"), rows)
 
 
 def _scaled(value: Any, scale: float, fmt: str, unit: str) -> str:
@@ -257,14 +277,12 @@ def _scaled(value: Any, scale: float, fmt: str, unit: str) -> str:
     return NA if v is None else f"{v * scale:{fmt}} {unit}"
 
 
-def _telemetry_table(summaries: list[dict[str, Any]]) -> tuple[Table, list[str]]:
-    table = Table(title="telemetry (measured window)", title_justify="left")
-    table.add_column("device")
-    table.add_column("name")
-    for col in ("mean util", "peak util", "peak memory", "mean power", "energy"):
-        table.add_column(col, justify="right")
-    table.add_column("valid")
+def _telemetry_table(summaries: list[dict[str, Any]]) -> list[str]:
+    """Print the telemetry table; answer the lines that explain it (printed under it)."""
+    from gpuledger.report.layout import print_table
+
     notes: list[str] = []
+    rows = []
     for d in summaries:
         device = str(d.get("device", NA))
         energy = _scaled(d.get("energy_j"), 1.0, ",.0f", "J")
@@ -278,15 +296,21 @@ def _telemetry_table(summaries: list[dict[str, Any]]) -> tuple[Table, list[str]]
         unavailable = d.get("unavailable")
         if isinstance(unavailable, dict):
             notes.extend(f"{device}: {metric} unavailable — {why}" for metric, why in unavailable.items())
-        table.add_row(
-            Text(device), Text(str(d.get("name") or NA)),
+        rows.append((
+            device, str(d.get("name") or NA),
             _scaled(d.get("mean_util_ratio"), 100.0, ".1f", "%"),
             _scaled(d.get("peak_util_ratio"), 100.0, ".1f", "%"),
             _scaled(d.get("peak_memory_bytes"), 1 / 2**30, ",.2f", "GiB"),
             _scaled(d.get("mean_power_w"), 1.0, ",.1f", "W"),
-            Text(energy), valid,
-        )
-    return table, notes
+            energy, valid,
+        ))
+    print_table(
+        console,
+        "telemetry (measured window)",
+        ("device", "name", "mean util", "peak util", "peak memory", "mean power", "energy", "valid"),
+        rows,
+    )
+    return notes
 
 
 def show(
@@ -308,23 +332,41 @@ def show(
                                         "output_tokens_per_s": output_rate(info),
                                         "energy": energy_view(info)})
         return
+    from gpuledger.report.headline import measured_answer, saved_price, stage_table
+    from gpuledger.report.layout import paragraph, print_grid
+    from gpuledger.report.terminal import grid_of, print_answer
+
+    answer = measured_answer(info, f"run {info.id}" + (f" ({info.label})" if info.label.strip() else ""))
+    if costs:
+        last = costs[-1]
+        price = saved_price(info, last.get("result"))
+        if price:
+            answer = replace(
+                answer,
+                facts=(
+                    *answer.facts[:-1],
+                    ("last priced", f"{price} (profile {last['profile_name']}, {last['created_at']})"),
+                ),
+            )
+    print_answer(answer, console)
+    stages = stage_table(info)
+    if stages is not None:
+        print_grid(console, grid_of(stages))
     console.rule(f"run {info.id}", align="left")
-    console.print(_kv_table(_header_rows(info, env_hash)))
+    _kv_table(_header_rows(info, env_hash))
     console.rule("summary", align="left")
-    console.print(_kv_table(_summary_rows(info)))
-    latency = _latency_table(dump_summary(info.summary))
-    if latency is not None:
-        console.print(latency)
+    _kv_table(_summary_rows(info))
+    _latency_table(dump_summary(info.summary))
     if info.workload:
         console.rule("workload", align="left")
         rows: list[tuple[str, str]] = []
         _flatten("", info.workload, rows)
-        console.print(_kv_table(rows))
+        _kv_table(rows)
     console.rule("environment", align="left")
     if info.environment:
         rows = []
         _flatten("", info.environment, rows)
-        console.print(_kv_table(rows))
+        _kv_table(rows)
     else:
         console.print(f"{NA} (no environment fingerprint stored)", markup=False)
     if info.server.get("state"):
@@ -334,16 +376,16 @@ def show(
         render_state(info.server["state"])
     console.rule("telemetry", align="left")
     if info.telemetry_summary:
-        table, notes = _telemetry_table(info.telemetry_summary)
-        console.print(table)
-        for note in notes:
-            console.print(f"  {note}", markup=False)
+        for note in _telemetry_table(info.telemetry_summary):
+            paragraph(console, note, lead="  ", indent=4)
     else:
         console.print(f"{NA} (no telemetry summary stored)", markup=False)
     if costs:
         console.rule("cost evaluations", align="left")
         for c in costs:
-            console.print(f"  {c['created_at']}  profile {c['profile_name']}", markup=False)
+            price = saved_price(info, c.get("result")) or NA
+            line = f"{c['created_at']}  profile {c['profile_name']}: {price}"
+            paragraph(console, line, lead="  ", indent=4)
 
 
 # ---- export -------------------------------------------------------------------------------------

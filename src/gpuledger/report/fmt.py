@@ -31,8 +31,7 @@ def num(value: Any, digits: int = 3) -> str:
     if abs(x) < 1e-4:
         return f"{x:.{digits - 1}e}"
     decimals = max(0, digits - 1 - math.floor(math.log10(abs(x))))
-    text = f"{x:.{decimals}f}"
-    return text
+    return f"{x:,.{decimals}f}"  # thousands separated also when rounding reaches 1,000
 
 
 def pct(ratio: Any) -> str:

@@ -13,11 +13,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from gpuledger.cost import RunCost
+from gpuledger.cost import Comparison, RunCost
 from gpuledger.cost.breakeven import CostSensitivity
+from gpuledger.cost.model import money_prefix
+from gpuledger.cost.operating import operating_point
+from gpuledger.errors import GpuledgerError
+from gpuledger.records import RunInfo, RunSummary
 from gpuledger.report import fmt
 from gpuledger.report.costs import Costs
-from gpuledger.report.model import Answer, Section
+from gpuledger.report.model import Answer, Section, Table
 
 if TYPE_CHECKING:
     from gpuledger.report.build import RunData
@@ -95,35 +99,50 @@ def _moves_most(cost: RunCost, rows: Sequence[CostSensitivity]) -> str | None:
     )
 
 
-def noise_notes(r: RunData, cost: RunCost) -> list[str]:
-    """Why the measured figures may be noisy or not what was priced: the client's own CPU load, a busy
-    machine, a non-measured power figure."""
+def _noise(info: RunInfo) -> list[str]:
     out = []
-    for w in [*(r.info.client.get("warnings") or []), *(r.info.server.get("warnings") or [])]:
+    for w in [*(info.client.get("warnings") or []), *(info.server.get("warnings") or [])]:
         text = str(w)
         if "CPU" in text or "busy" in text or "core" in text:
             out.append(f"noisy: {text}")
     return out
 
 
-def run_answer(r: RunData, cost: RunCost, rows: Sequence[CostSensitivity]) -> Answer:
+def noise_notes(r: RunData, cost: RunCost) -> list[str]:
+    """Why the measured figures may be noisy or not what was priced: the client's own CPU load, a busy
+    machine, a non-measured power figure."""
+    return _noise(r.info)
+
+
+def _facts(summary: RunSummary, estimate: bool = False) -> list[tuple[str, str]]:
+    """The summary's key figures as facts; of an ``estimate`` (a summary scaled to another GPU), only the
+    figures it carries, each marked an estimate."""
+    facts: list[tuple[str, str]] = []
+    for label, q in summary.key_figures():
+        if q.value is None:
+            if not estimate:
+                facts.append((label, f"n/a — {q.reason}"))
+        else:
+            facts.append((label, f"{fmt.num(q.value)} {q.unit} ({'estimate' if estimate else q.source})"))
+    return facts
+
+
+def cost_answer(cost: RunCost, rows: Sequence[CostSensitivity], name: str | None = None) -> Answer:
+    """The answer for one priced run, in a report or on its own (``cost``, ``estimate``, ``run``):
+    ``name`` is how the run is called (default: its label, else its id)."""
+    run = cost.run
     origin = cost.summary.origin()
     sub = ([f"rates {origin.label}"] if origin is not None else []) + _other_prices(cost)
     if cost.operating_point:
         sub.append(f"at stage {cost.operating_point['stage']} of the sweep")
-    facts: list[tuple[str, str]] = []
-    for label, q in cost.summary.key_figures():
-        if q.value is None:
-            facts.append((label, f"n/a — {q.reason}"))
-        else:
-            facts.append((label, f"{fmt.num(q.value)} {q.unit} ({q.source})"))
+    facts = _facts(cost.summary, estimate=cost.rate_source.startswith("estimate"))
     facts.append(("power", power_fact(cost)))
     facts.append((f"energy per {cost.inputs.unit(cost.headline).singular}", energy_fact(cost)))
     facts.append(("profile", f"{cost.profile.name or '(unnamed)'} ({cost.profile.mode}, {cost.currency})"))
     why = [_largest_component(cost)]
     if cost.operating_point:
         why.append(f"priced at stage {cost.operating_point['stage']}: {cost.operating_point['rule']}")
-    why.extend(noise_notes(r, cost))
+    why.extend(_noise(run))
     if cost.power.estimate and cost.profile.mode == "ownership":
         why.append(f"power is not measured: {cost.power.source}")
     moves = _moves_most(cost, rows)
@@ -131,7 +150,7 @@ def run_answer(r: RunData, cost: RunCost, rows: Sequence[CostSensitivity]) -> An
         # The input that moves the answer most is always shown, within the five lines.
         why = [*why[: MAX_WHY - 1], moves]
     return Answer(
-        title=r.ref.name,
+        title=name or run.label.strip() or run.id,
         headline=price_line(cost),
         subline=" · ".join(sub),
         facts=tuple(facts),
@@ -139,9 +158,126 @@ def run_answer(r: RunData, cost: RunCost, rows: Sequence[CostSensitivity]) -> An
     )
 
 
+def run_answer(r: RunData, cost: RunCost, rows: Sequence[CostSensitivity]) -> Answer:
+    return cost_answer(cost, rows, r.ref.name)
+
+
+def measured_answer(info: RunInfo, name: str | None = None) -> Answer:
+    """The answer for a run that is not priced here (``bench``, ``show``): its headline rate — for a
+    sweep, the rate of the stage ``gpuledger cost`` prices, named with the rule that picks it (the
+    whole sweep's rate blends every load and describes none) — the key measured figures, and how to
+    price it."""
+    title = name or info.label.strip() or info.id
+    summary = info.summary
+    if summary is None or not summary.headline():
+        reasons = {
+            "running": "still running",
+            "incomplete": "the run did not finish",
+            "failed": "the run failed",
+        }
+        return Answer(
+            title=title,
+            headline=f"no measurement — {reasons.get(info.status, 'no summary stored')}",
+            facts=(("requests stored", fmt.num(info.num_requests)),),
+        )
+    op = None
+    why: list[str] = []
+    try:
+        op = operating_point(info)
+    except GpuledgerError as exc:
+        why.append(f"no stage to price: {exc.message}")
+    priced = op.summary if op is not None else summary
+    unit = summary.headline()
+    info_u = summary.unit(unit)
+    rate = priced.rate(unit)
+    headline = f"{fmt.num(rate)} {info_u.rate_text}"
+    if op is not None:
+        headline += f" at stage {op.stage}"
+        subline = "the stage gpuledger cost prices"
+        blend = summary.rate(unit)
+        why.append(f"priced at stage {op.stage}: {op.rule}")
+        why.append(
+            f"the whole sweep's {fmt.num(blend)} {info_u.rate_text} blends "
+            f"{len(summary.stage_summaries())} loads: no load runs at that rate"
+        )
+        if op.warning:
+            why.append(op.warning)
+    else:
+        origin = summary.origin()
+        subline = origin.label if origin is not None else "over the measured window"
+    facts = _facts(priced)[1:]
+    ok, failed = getattr(priced, "num_ok", None), getattr(priced, "num_failed", None)
+    if isinstance(ok, int) and isinstance(failed, int):
+        facts.append(("requests ok / failed", f"{ok:,} / {failed:,}"))
+    facts.append(("price", f"not priced here — gpuledger cost {info.id} [--profile NAME]"))
+    why.extend(summary.fidelity_notes())
+    why.extend(_noise(info))
+    return Answer(
+        title=title, headline=headline, subline=subline, facts=tuple(facts), why=tuple(why[:MAX_WHY])
+    )
+
+
+def saved_price(info: RunInfo, result: object) -> str | None:
+    """The headline price of a saved ``cost --json`` document (``store.list_cost_evaluations``), in the
+    run's own unit: ``"0.986 USD per 1M output tokens"``; None when it has none."""
+    summary = info.summary
+    if summary is None or not isinstance(result, dict) or not summary.headline():
+        return None
+    currency = result.get("currency")
+    if not isinstance(currency, str) or not currency:
+        return None
+    unit = summary.unit(summary.headline())
+    value = result.get(unit.price_key(money_prefix(currency)))
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    return f"{_money(float(value), currency)} {unit.per_text()}"
+
+
+def stage_table(info: RunInfo, priced: str | None = None) -> Table | None:
+    """A sweep's stages side by side (their key figures, SLO attainment), the priced one marked; None
+    for a run without stages."""
+    summary = info.summary
+    stages = summary.stage_summaries() if summary is not None else []
+    if len(stages) < 2:
+        return None
+    if priced is None:
+        try:
+            op = operating_point(info)
+        except GpuledgerError:
+            op = None
+        priced = op.stage if op is not None else None
+    heads: list[str] = []
+    rows: list[tuple[str, ...]] = []
+    for st in stages:
+        figures = st.key_figures()
+        if not heads:
+            head = st.headline()
+            heads = [
+                st.unit(head).rate_text if i == 0 else f"{label} ({q.unit})"
+                for i, (label, q) in enumerate(figures)
+            ]
+        cells = [fmt.num(q.value) for _, q in figures]
+        met = st.slo_attainment()
+        mark = " ◀ priced" if st.stage_name() == priced else ""
+        rows.append((st.stage_name() + mark, *cells, fmt.pct(met) if met is not None else fmt.MISSING))
+    return Table(
+        key="stages",
+        title="Per stage of the sweep",
+        columns=("stage", *heads, "SLOs met (%)"),
+        rows=tuple(rows),
+        provenance="Each stage over its own measured window; ◀ priced = the stage gpuledger cost prices.",
+    )
+
+
 def comparison_answer(costs: Costs, names: dict[str, str]) -> Answer | None:
-    comp = costs.comparison
-    if comp is None or not comp.pairs:
+    return ratio_answer(costs.comparison, names) if costs.comparison is not None else None
+
+
+def ratio_answer(comp: Comparison, names: dict[str, str] | None = None) -> Answer | None:
+    """The answer for a comparison: the first pair's ratio, with its decomposition (``names`` maps run
+    ids to the names shown; default the ids)."""
+    names = names or {}
+    if not comp.pairs:
         return None
     pair = comp.pairs[0]
     a, b = names.get(pair.a.run.id, pair.a.run.id), names.get(pair.b.run.id, pair.b.run.id)
