@@ -50,3 +50,8 @@ def no_gpu_stack(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[No
     monkeypatch.setenv("PATH", str(empty))
     yield
 
+
+
+# The loopback inference server of the bench tests (tests/bench/stream_server.py), for benches whose
+# telemetry comes from a replayed exporter.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))

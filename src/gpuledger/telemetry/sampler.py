@@ -244,8 +244,11 @@ class BackgroundSampler:
     summary says so (``interval_s``). ``poll(now)`` is the unit of work; tests may call it directly.
 
     A source raising :class:`SourceError` is dropped for the rest of the window with the error as its
-    reason; the other sources keep being sampled. ``gap_limit_s`` is the energy computation's gap limit;
-    ``env`` (default ``os.environ``) is where ``CUDA_VISIBLE_DEVICES`` & co. are read (``assign``).
+    reason; the other sources keep being sampled. The window summarised starts at ``t0`` when the caller
+    gives one (the start of its measured window), else when sampling starts, and ends when ``stop()`` is
+    called (its last readings, taken just after, bracket that end), or at ``summaries(window_end)``.
+    ``gap_limit_s`` is the energy computation's gap limit; ``env`` (default ``os.environ``) is where
+    ``CUDA_VISIBLE_DEVICES`` & co. are read (``assign``).
     """
 
     SLOW_S = 1.0  # sources with min_interval_s >= this get their own thread
@@ -262,6 +265,8 @@ class BackgroundSampler:
         self.gap_limit_s = float(gap_limit_s)
         self.env: Mapping[str, str] = os.environ if env is None else env
         self.t0 = time.monotonic() if t0 is None else t0
+        # A caller's t0 is the start of its measured window (the run writer's): the summaries start there.
+        self._window_from_t0 = t0 is not None
         self._readings: list[Reading] = []
         self._due: dict[int, float] = {}
         self._cost: dict[int, float] = {}
@@ -277,6 +282,7 @@ class BackgroundSampler:
         self._lock = threading.Lock()
         self._start: float | None = None
         self._end: float | None = None
+        self._stopped_at: float | None = None
 
     def _register(self, dev: DeviceInfo, src: Sampler) -> None:
         self._devices.setdefault(dev.key, dev)
@@ -349,6 +355,7 @@ class BackgroundSampler:
         window's end is covered), fetch what the sources that read after the window have (a Prometheus
         server), and return every sample with ``t`` relative to ``t0``."""
         if self._threads:
+            self._stopped_at = time.monotonic()  # the window's end: when the caller asked
             self._stop.set()
             for t in self._threads:
                 t.join()
@@ -362,13 +369,13 @@ class BackgroundSampler:
                 self._due[id(src)] = end
             self.poll(end, last)
             self._end = end
-            start = self._start if self._start is not None else self.t0
+            start = self.t0 if self._window_from_t0 else (self._start if self._start is not None else self.t0)
             for src in self.sources:
                 after = getattr(src, "after_window", None)
                 if after is None or src.name in self._failed:
                     continue
                 try:
-                    self._keep(src, after(start, end))
+                    self._keep(src, after(start, self._stopped_at))
                 except SourceError as exc:
                     self._failed[src.name] = f"{src.name} failed after the window: {exc.message}"
         return self.samples()
@@ -405,8 +412,9 @@ class BackgroundSampler:
         """One :class:`WindowSummary` per device seen by an available source (and per device a remote
         selection names, seen or not), with what the run was assigned."""
         samples = self.samples()
-        start = (self._start if self._start is not None else self.t0) - self.t0
-        end_abs = window_end if window_end is not None else self._end
+        started = self._start if self._start is not None else self.t0
+        start = 0.0 if self._window_from_t0 else started - self.t0
+        end_abs = window_end if window_end is not None else (self._stopped_at or self._end)
         end = (end_abs if end_abs is not None else time.monotonic()) - self.t0
         cpu_power_reasons = {
             s.name: s.reason or "unavailable"
