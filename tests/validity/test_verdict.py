@@ -132,6 +132,18 @@ def test_client_bound_warns_at_85_and_fails_at_95_percent_of_one_core(ratio: flo
     assert (c.warn_at, c.fail_at) == (0.85, 0.95)
 
 
+def test_an_event_loop_that_always_ran_or_waited_for_a_cpu_is_client_bound() -> None:
+    # Half a core of its own CPU time, but the rest of the window waiting in the run queue: the loop always
+    # had work, so the client set the pace (a busy machine took the other half).
+    recs = closed_loop(120)
+    client = {"cpu_util_ratio": 0.5, "event_loop_busy_ratio": 0.98, "event_loop_wait_ratio": 0.47}
+    c = check(run_of(recs, client=client), recs, "client_bound")
+    assert c.status == "fail" and c.figure == 0.98
+    assert "waited 47% for a CPU" in c.why and "limited the run" in c.why
+    idle = {"cpu_util_ratio": 0.2, "event_loop_busy_ratio": 0.25, "event_loop_wait_ratio": 0.05}
+    assert check(run_of(recs, client=idle), recs, "client_bound").status == "pass"
+
+
 def test_an_in_process_engine_is_not_client_bound_by_its_own_model() -> None:
     recs = closed_loop(120)
     info = run_of(recs, client={"cpu_util_ratio": 1.0, "in_process_engine": True})

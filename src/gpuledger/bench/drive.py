@@ -95,6 +95,8 @@ class Drive:
     seed: int
     tasks: set[asyncio.Task[Any]]
     notes: list[str] = field(default_factory=list)
+    # An open-loop load's scheduled send time of each request (index -> perf_counter), until it finishes.
+    scheduled: dict[int, float] = field(default_factory=dict)
 
 
 Driver = Callable[[Drive, Any, Feed], Awaitable[None]]
@@ -154,6 +156,7 @@ async def _poisson(ctx: Drive, stage: RateStage, feed: Feed) -> None:
             if sem is not None:
                 sem.release()
             break
+        ctx.scheduled[req.index] = next_send
         t = asyncio.create_task(one(req, sem))
         inflight.add(t)
         ctx.tasks.add(t)

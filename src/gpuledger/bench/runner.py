@@ -32,6 +32,7 @@ from typing import Any
 from gpuledger.bench.drive import Drive, Feed, drive
 from gpuledger.bench.progress import BenchProgress
 from gpuledger.bench.server_state import ServerStateSampler, summarize_state
+from gpuledger.bench.validity import prompt_prefixes
 from gpuledger.bench.writer import RunWriter, StoreLike
 from gpuledger.engines import (
     Engine,
@@ -71,6 +72,8 @@ class Hooks:
     on_phase: Callable[[str], None] | None = None
     on_progress: Callable[[int, int | None], None] | None = None
     environment: Fingerprint | None = None
+    # What the caller adds to the run's workload record: a repeat's group and index (bench --repeat N).
+    workload: Mapping[str, Any] | None = None
     # --telemetry-from URLs: telemetry of the server's node (gpuledger.telemetry.remote); not stored as given
     # (they may hold credentials): the run records each source by its redacted name.
     telemetry_from: tuple[str, ...] = ()
@@ -175,7 +178,7 @@ async def _run(run: _Run) -> RunInfo:
         model=str(getattr(engine, "model", None) or getattr(spec, "model", None) or ""),
         base_url=_display_url(engine),
         unit="token",
-        workload=spec.workload_record(dataset.meta, warmup_result),
+        workload=_workload(spec, dataset.meta, warmup_result, dataset.prompts, run.hooks.workload),
         config=spec,
         server=server.to_dict(),
     )
@@ -199,6 +202,23 @@ async def _run(run: _Run) -> RunInfo:
     finally:
         if isinstance(state, ServerStateSampler):
             await state.close()
+
+
+def _workload(
+    spec: BenchSpec,
+    meta: Mapping[str, Any],
+    warmup: Mapping[str, Any],
+    prompts: list[Prompt],
+    extra: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """``RunInfo.workload``: the spec's record of the dataset, how much of the prompts' text a server's
+    prefix cache could reuse (the verdict's ``prefix_cache`` check; prompts of token ids have no text), and
+    what the caller adds (``Hooks.workload``)."""
+    out = spec.workload_record(meta, warmup)
+    texts = [p.text for p in prompts if p.text]
+    if texts:
+        out["prompt_prefixes"] = prompt_prefixes(texts)
+    return {**out, **(extra or {})}
 
 
 def _max_in_flight(stages: list[Stage]) -> int | None:
@@ -307,7 +327,7 @@ async def _measure(
     def on_result(res: GenResult) -> None:
         nonlocal finished, consecutive_unreachable
         finished += 1
-        writer.add_result(res)
+        writer.add_result(res, ctx.scheduled.pop(res.index, None))
         prog.request_done(res)
         if run.hooks.on_progress is not None:
             run.hooks.on_progress(finished, planned)

@@ -20,7 +20,7 @@ import os
 import platform
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ from gpuledger.bench.request_writer import (
     StoreThread,
     Warn,
 )
+from gpuledger.bench.validity import schedule_summary, verdict
 from gpuledger.engines.base import GenResult
 from gpuledger.errors import GpuledgerError, StoreError
 from gpuledger.facts.cpu import usable_cpus
@@ -67,11 +68,53 @@ class _Cpu:
     wall: float
     user: float
     system: float
+    machine_busy: float = 0.0  # busy seconds of the CPUs this process may run on (all processes)
+    machine_cpus: int = 0
+    # This thread's (the event loop's) seconds on a CPU and waiting in the run queue for one (Linux).
+    loop_run: float | None = None
+    loop_wait: float | None = None
+
+
+def _schedstat() -> tuple[float, float] | tuple[None, None]:
+    """(seconds on a CPU, seconds runnable but waiting for one) of the calling thread, from
+    ``/proc/thread-self/schedstat`` (Linux with scheduler statistics); (None, None) elsewhere."""
+    try:
+        with open("/proc/thread-self/schedstat", encoding="ascii") as f:
+            run_ns, wait_ns, *_ = f.read().split()
+        return int(run_ns) / 1e9, int(wait_ns) / 1e9
+    except (OSError, ValueError):
+        return None, None
 
 
 def _cpu_now(proc: psutil.Process) -> _Cpu:
     t = proc.cpu_times()
-    return _Cpu(time.perf_counter(), t.user, t.system)
+    per = psutil.cpu_times(percpu=True)
+    allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(range(len(per)))
+    mine = [per[i] for i in sorted(allowed) if i < len(per)]
+    # Busy = every state but idle and iowait; steal (taken by the hypervisor) is time the client lost too.
+    busy = sum(c.user + c.nice + c.system + getattr(c, "irq", 0.0) + getattr(c, "softirq", 0.0)
+               + getattr(c, "steal", 0.0) for c in mine)
+    return _Cpu(time.perf_counter(), t.user, t.system, busy, len(mine), *_schedstat())
+
+
+def _loop_demand(cpu0: _Cpu, cpu1: _Cpu, wall: float) -> dict[str, Any]:
+    """How much of the window the client's event loop ran or waited for a CPU: near 1, it always had work
+    and the client, not the server, set the pace (the verdict's ``client_bound``)."""
+    if None in (cpu0.loop_run, cpu1.loop_run, cpu0.loop_wait, cpu1.loop_wait):
+        return {}
+    run = (cpu1.loop_run or 0.0) - (cpu0.loop_run or 0.0)
+    wait = (cpu1.loop_wait or 0.0) - (cpu0.loop_wait or 0.0)
+    return {
+        "event_loop_busy_ratio": min(1.0, max(0.0, (run + wait) / wall)),
+        "event_loop_wait_ratio": min(1.0, max(0.0, wait / wall)),
+        "event_loop_source": "/proc/thread-self/schedstat of the event loop's thread: running + queued",
+    }
+
+
+def _busy_ratio(cpu0: _Cpu, cpu1: _Cpu, wall: float) -> float | None:
+    if not cpu1.machine_cpus:
+        return None
+    return min(1.0, max(0.0, (cpu1.machine_busy - cpu0.machine_busy) / (wall * cpu1.machine_cpus)))
 
 
 class RunWriter:
@@ -125,6 +168,7 @@ class RunWriter:
         self._note = TelemetryRecord(enabled=telemetry, interval_s=telemetry_interval_s)
         self._proc = psutil.Process()
         self._cpu0: _Cpu | None = None
+        self._send_lags: list[float] = []
         self._finished = False
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -207,7 +251,11 @@ class RunWriter:
             raise StoreError("RunWriter.add() before start()")
         self._thread.add(record)
 
-    def add_result(self, result: GenResult) -> None:
+    def add_result(self, result: GenResult, scheduled: float | None = None) -> None:
+        """Queue an engine's result; ``scheduled``: when the load meant to send it (``perf_counter``; an
+        open-loop load), kept as its send lag for the verdict's coordinated-omission check."""
+        if scheduled is not None:
+            self._send_lags.append(result.t_send - scheduled)
         self.add(result.to_record(self.t0))
 
     def client_usage(self) -> dict[str, Any]:
@@ -224,6 +272,9 @@ class RunWriter:
             "wall_s": wall,
             "cpu_util_ratio": ratio,
             "cores_usable": cores,
+            # The CPU contention the client saw: how busy its CPUs were, every process counted.
+            "machine_cpu_busy_ratio": _busy_ratio(cpu0, cpu1, wall),
+            **_loop_demand(cpu0, cpu1, wall),
             "pid": os.getpid(),
             "source": "psutil process cpu_times over the measured window",
             "python": platform.python_version(),
@@ -286,8 +337,15 @@ class RunWriter:
         if extra_summary:
             summary = summary.amended(**extra_summary)
         self._store_notes(client)
+        if self._send_lags:
+            client["send_schedule"] = schedule_summary(self._send_lags)
+        final = _final_status(status, records, write_error)
+        # How far the figures can be trusted, judged on what is stored now (bench.validity).
+        judged = replace(self.info, summary=summary, client=client, telemetry_summary=summaries, status=final,
+                         server=server if server is not None else self.info.server)
+        summary = summary.amended(verdict=verdict(judged, records))
         fields: dict[str, Any] = {
-            "status": _final_status(status, records, write_error),
+            "status": final,
             "summary": summary,
             "telemetry_summary": summaries,
             "client": client,

@@ -25,7 +25,8 @@ def figure_text(c: Check) -> str:
         return f"{c.figure * 100:.0f} % of {c.unit.removeprefix('share of ')}"
     if c.unit in _PERCENT_UNITS:
         return f"{c.figure * 100:.0f} % ({c.unit})"
-    return f"{fmt.num(c.figure)} {c.unit}".rstrip()
+    unit = c.unit[:-1] if c.figure == 1 and c.unit in ("requests", "devices") else c.unit
+    return f"{fmt.num(c.figure)} {unit}".rstrip()
 
 
 def check_line(c: Check) -> str:
@@ -59,20 +60,35 @@ def verdict_answer(v: Verdict, title: str) -> Answer:
     return Answer(title=title, headline=v.headline(), facts=tuple(facts))
 
 
-def verdict_table(v: Verdict, name: str) -> Table:
-    rows: list[tuple[str, ...]] = [
-        (c.name, c.status, figure_text(c), c.rule, (f"stage {c.stage}: " if c.stage else "") + c.why)
-        for c in sorted(v.checks, key=lambda c: -c.severity)
-    ]
-    rows += [(n.name, "not checked", fmt.MISSING, "", n.why) for n in v.not_checked]
+def verdict_table(v: Verdict, name: str, *, rules: bool = True) -> Table:
+    """Every check, failures first, then the rules not applied; ``rules=False`` leaves the rule column out
+    (a terminal: ``rule_lines`` gives the rules of the checks that warned or failed)."""
+    rows: list[tuple[str, ...]] = []
+    for c in sorted(v.checks, key=lambda c: -c.severity):
+        why = (f"stage {c.stage}: " if c.stage else "") + c.why
+        rows.append((c.name, c.status, figure_text(c), *((c.rule,) if rules else ()), why))
+    rows += [(n.name, "not checked", fmt.MISSING, *(("",) if rules else ()), n.why) for n in v.not_checked]
     return Table(
         key="validity",
         title=f"Validity of {name}: {v.headline()}",
-        columns=("check", "status", "figure", "rule", "why"),
+        columns=("check", "status", "figure", *(("rule",) if rules else ()), "why"),
         rows=tuple(rows),
         provenance="Rules and thresholds: docs/bench.md, 'Validity verdict' (gpuledger.bench.validity).",
         align_numbers=False,
     )
 
 
-__all__ = ["check_line", "figure_text", "verdict_answer", "verdict_fact", "verdict_table", "verdict_why"]
+def rule_lines(v: Verdict) -> list[str]:
+    """``"samples: the q-th percentile of n values ..."``: the rule of each check that warned or failed."""
+    return [f"{c.name}: {c.rule}" for c in v.problems()]
+
+
+__all__ = [
+    "check_line",
+    "figure_text",
+    "rule_lines",
+    "verdict_answer",
+    "verdict_fact",
+    "verdict_table",
+    "verdict_why",
+]
