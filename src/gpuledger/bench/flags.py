@@ -16,10 +16,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from gpuledger.bench.image_flags import image_from
 from gpuledger.bench.metrics import parse_slo
 from gpuledger.engines import EngineKind, engine_kind
 from gpuledger.errors import UsageError
 from gpuledger.records import BenchSpec, ServerSpec, TorchSpec
+from gpuledger.records.image import ImageSpec
 from gpuledger.records.spec import DEFAULT_NUM_REQUESTS, checked, settled
 from gpuledger.workload.load import load_from_flags, parse_sweep
 
@@ -57,10 +59,31 @@ FLAG_FIELDS: dict[type[BenchSpec], dict[str, tuple[str, ...]]] = {
     },
 }
 
+FLAG_FIELDS[ImageSpec] = {  # bench --task image (bench/image_flags.py)
+    "model": ("model",),
+    "workflow": ("workflow", "workflow_sha256"),
+    "set": ("node_overrides",),
+    "prompt": ("prompt",),
+    "negative_prompt": ("negative_prompt",),
+    "steps": ("steps",),
+    "height": ("height",),
+    "width": ("width",),
+    "batch_size": ("batch_size",),
+    "guidance": ("guidance",),
+    "scheduler": ("scheduler",),
+    "num_images": ("num_images",),
+    "num_requests": ("num_images",),
+    "concurrency": ("concurrency",),
+    "warmup": ("warmup",),
+    "seed": ("seed",),
+    "request_timeout": ("request_timeout_s",),
+}
+
 # What a stored spec must record for ``--like`` to repeat its workload.
 REPEAT_NEEDS: dict[type[BenchSpec], tuple[str, ...]] = {
     ServerSpec: ("dataset", "load"),
     TorchSpec: ("model.spec", "batch_size", "input_tokens", "output_tokens", "requests_planned"),
+    ImageSpec: ("model", "num_images"),
 }
 
 
@@ -219,6 +242,7 @@ def _torch_from(kind: EngineKind, v: Mapping[str, Any]) -> dict[str, Any]:
 _BUILDERS: dict[type[BenchSpec], Callable[[EngineKind, Mapping[str, Any]], dict[str, Any]]] = {
     ServerSpec: _server_from,
     TorchSpec: _torch_from,
+    ImageSpec: image_from,
 }
 
 

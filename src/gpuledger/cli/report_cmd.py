@@ -52,6 +52,10 @@ def report(
             "to every run. Default: the profile derived from each run's hardware.",
         ),
     ] = None,
+    images: Annotated[
+        bool,
+        typer.Option("--images/--no-images", help="Image runs: a contact sheet of the thumbnails they kept."),
+    ] = True,
     db: DbOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -70,7 +74,8 @@ def report(
         if any_group(runs):  # a group of repeats (bench --repeat N) stands for its runs
             runs = expand(store, runs)
         with err_console.status("building report…") as status:
-            data = build_report(store, runs, profiles, progress=lambda msg: status.update(f"{msg}…"))
+            data = build_report(store, runs, profiles, progress=lambda msg: status.update(f"{msg}…"),
+                                images=images)
     finally:
         store.close()
     files: dict[str, str] = {}

@@ -17,8 +17,10 @@ from gpuledger.records import RunSummary, TextGenerationSummary
 
 def prefill_share_of(summary: RunSummary | None) -> tuple[float | None, str]:
     """Share of request time spent before the first token (mean TTFT / mean E2E), with how it was found."""
+    if summary is None:
+        return None, "the run has no summary"
     if not isinstance(summary, TextGenerationSummary):
-        return None, "the run is not a text-generation run (no TTFT/E2E)"
+        return summary.compute_share()  # another kind of work says it itself (image generation: 1)
     ttft, e2e = summary.ttft_ms.mean, summary.e2e_ms.mean
     if ttft is None or e2e is None or e2e <= 0:
         return None, "the run has no TTFT/E2E means"

@@ -253,7 +253,7 @@ class ImageSummary(RunSummary):
     seconds_per_image: Latency = Field(default_factory=Latency)
     request_s: Latency = Field(default_factory=Latency)
     step_it_per_s: Latency = Field(default_factory=Latency)
-    stages: StageTimes = Field(default_factory=StageTimes)
+    stage_times: StageTimes = Field(default_factory=StageTimes)
     peak_memory_bytes: int | None = None
     engine: str | None = None
     model: str | None = None
@@ -321,6 +321,12 @@ class ImageSummary(RunSummary):
                 + ", ".join(f"{k} ({v})" for k, v in sorted(self.step_counts.items()))
             )
         return out
+
+    def compute_share(self) -> tuple[float | None, str]:
+        return 1.0, (
+            "image generation is compute-bound: every denoising step runs the whole network over the latent "
+            "(no memory-bound decode phase)"
+        )
 
     def workload_text(self) -> str:
         """``"dummy:sdxl 1024×1024, 20 steps, euler"``: what one image was (compare warns when it differs)."""
@@ -478,7 +484,7 @@ def summarize_images(
         seconds_per_image=_stats(per_image),
         request_s=_stats(latency),
         step_it_per_s=_stats(it_per_s),
-        stages=StageTimes(**{k: _stats(v) for k, v in stage_values.items()}),
+        stage_times=StageTimes(**{k: _stats(v) for k, v in stage_values.items()}),
         peak_memory_bytes=peak,
         engine=engine,
         model=model,

@@ -143,6 +143,11 @@ class RunSummary(Strict):
         """Ways the run did not do the work it was asked for (e.g. other output lengths than requested)."""
         return []
 
+    def compute_share(self) -> tuple[float | None, str]:
+        """Share of the run's time bound by compute rather than memory bandwidth (what ``estimate`` scales by
+        peak FLOP/s), with how it was found; None when this kind of run does not say."""
+        return None, f"a {self.kind} run does not say how much of its time is compute-bound"
+
     def slo_attainment(self) -> float | None:
         """Share of the items that met every SLO the run was given (None: no SLOs)."""
         return None

@@ -25,6 +25,7 @@ from gpuledger.report.model import ReportData, RunRef
 from gpuledger.report.sections.base import ProgressFn, ReportStore, RunData, as_number, like_of
 from gpuledger.report.sections.environment import environment_section
 from gpuledger.report.sections.how import how_measured_section
+from gpuledger.report.sections.images import images_section
 from gpuledger.report.sections.labour import labour_section
 from gpuledger.report.sections.latency import latency_section
 from gpuledger.report.sections.overview import overview_section
@@ -46,12 +47,14 @@ def build_report(
     profiles: Mapping[str, str] | None = None,
     *,
     progress: ProgressFn | None = None,
+    images: bool = True,
 ) -> ReportData:
     """Build the report for one run or a comparison of several.
 
     ``run_ids`` are ids or unambiguous prefixes (``NotFoundError`` otherwise). ``profiles`` maps a
     run id/prefix to a cost profile name or path; the key ``"*"`` applies to every run without
     its own entry; runs without a profile are priced with ``gpuledger.cost.default_profile_for``.
+    ``images``: the image runs' thumbnails in the report (``--no-images``: left out).
     """
     say = progress or (lambda _msg: None)
     if not run_ids:
@@ -110,6 +113,7 @@ def build_report(
         cost_part.cost_section(runs, costs),
         latency_section(runs, ITL_GAP_BUDGET),
         throughput,
+        *((image,) if (image := images_section(runs, images=images)) is not None else ()),
         *((server_state,) if server_state is not None else ()),
         telemetry_section(runs),
         labour_section(runs, doctor_runs),

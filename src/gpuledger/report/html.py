@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 from html import escape as _html_escape
 from typing import Any
 
@@ -55,6 +56,9 @@ figure { margin: 16px 0; border: 1px solid var(--line); border-radius: 8px; padd
 .plot { width: 100%; height: 420px; }
 dl { display: grid; grid-template-columns: max-content 1fr; gap: 4px 16px; }
 dt { font-weight: 600; } dd { margin: 0; }
+.contact-sheet { display: flex; flex-wrap: wrap; gap: 8px; }
+.contact-sheet figure.thumb { margin: 0; padding: 4px; }
+.contact-sheet img { image-rendering: pixelated; display: block; }
 .answer { border: 1px solid var(--line); border-radius: 8px; padding: 12px 16px; margin: 12px 0;
   background: var(--card); }
 .answer h3 { margin: 0 0 4px; }
@@ -236,6 +240,8 @@ def _section_body(s: Section) -> str:
         parts.append(_table(t))
     for f in s.figures:
         parts.append(_figure_div(f))
+    if s.images:
+        parts.append(_contact_sheet(s))
     if s.notes:
         parts.append('<ul class="notes">' + "".join(f"<li>{escape(n)}</li>" for n in s.notes) + "</ul>")
     if s.definitions:
@@ -243,6 +249,22 @@ def _section_body(s: Section) -> str:
             "<dl>" + "".join(f"<dt>{escape(t)}</dt><dd>{escape(d)}</dd>" for t, d in s.definitions) + "</dl>"
         )
     return "".join(parts)
+
+
+_BASE64 = re.compile(r"^[A-Za-z0-9+/=]+$")
+
+
+def _contact_sheet(s: Section) -> str:
+    """The section's thumbnails as ``<img src="data:image/png;base64,…">`` (the CSP allows ``img-src data:``
+    and nothing else); a value that is not plain base64 is left out."""
+    cells = "".join(
+        f'<figure class="thumb"><img src="data:image/png;base64,{t.png_base64}" width="{int(t.width)}" '
+        f'height="{int(t.height)}" alt="{escape(t.caption)}">'
+        f"<figcaption>{escape(t.caption)}</figcaption></figure>"
+        for t in s.images
+        if _BASE64.match(t.png_base64)
+    )
+    return f'<div class="contact-sheet">{cells}</div>'
 
 
 def render_html(data: ReportData) -> str:

@@ -62,6 +62,9 @@ def _section(s: Section) -> list[str]:
         lines.append("")
     for t in s.tables:
         lines.extend(_table(t))
+    if s.images:
+        lines.append(f"{len(s.images)} thumbnail(s) of the generated images in the HTML report.")
+        lines.append("")
     if s.figures:
         lines.append("Plots in the HTML report: " + "; ".join(md_escape(f.title) for f in s.figures) + ".")
         lines.append("")

@@ -104,6 +104,19 @@ class Answer:
 
 
 @dataclass(frozen=True, slots=True)
+class Thumb:
+    """A small picture a run made (a PNG, base64), drawn in the HTML report's contact sheet."""
+
+    caption: str
+    png_base64: str
+    width: int
+    height: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"caption": self.caption, "width": self.width, "height": self.height}
+
+
+@dataclass(frozen=True, slots=True)
 class Section:
     """One part of the report. ``not_measured`` lines read "what: why". ``answers`` (the first section
     only) are drawn before anything else; a ``collapsed`` section is drawn folded (HTML) or shortened."""
@@ -119,6 +132,7 @@ class Section:
     terminal_notes: bool = False  # the terminal prints the notes too (they explain the numbers)
     answers: tuple[Answer, ...] = ()
     collapsed: bool = False
+    images: tuple[Thumb, ...] = ()  # a contact sheet (HTML only; the other formats say how many)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -131,6 +145,7 @@ class Section:
             "not_measured": list(self.not_measured),
             "notes": list(self.notes),
             "definitions": [{"term": t, "definition": d} for t, d in self.definitions],
+            **({"images": [i.to_dict() for i in self.images]} if self.images else {}),
         }
 
 

@@ -1,0 +1,165 @@
+"""The image-generation section (runs whose summary is ``image_generation``): seconds per image, images per
+minute, denoising steps per second, the time of each stage, ComfyUI's node classes, and a contact sheet of
+the thumbnails the run kept (downscaled PNGs, embedded as ``data:`` URIs; ``--no-images`` leaves them out)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuledger.records.image import ImageSummary
+from gpuledger.report.model import Section, Table, Thumb
+from gpuledger.report.sections.base import RunData
+
+DEFINITIONS = (
+    (
+        "seconds per image",
+        "a request's latency (end − sent) ÷ the images it returned; p50/p90/p99 over the requests",
+    ),
+    ("images per minute", "images of the successful requests ÷ the measured window × 60"),
+    (
+        "denoising steps/s",
+        "Σ (steps × images) ÷ the measured window — one step of one image is one "
+        "denoising step, the unit priced per 1M",
+    ),
+    (
+        "it/s (per request)",
+        "a request's steps ÷ its denoising time: the rate a progress bar shows (a batch's "
+        "images denoise together)",
+    ),
+    (
+        "text encoding / denoising / VAE decode",
+        "diffusers: each stage timed with the device synchronised "
+        "(encode_prompt, the steps' callbacks, vae.decode); denoising runs from the end of text encoding "
+        "to the end of the last step",
+    ),
+    (
+        "queue wait / execution",
+        "ComfyUI: execution_start received − prompt sent / execution_success received − "
+        "execution_start received",
+    ),
+)
+
+
+def _s(value: float | None, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def _gib(value: int | None) -> str:
+    return "n/a" if value is None else f"{value / 1024**3:.2f} GiB"
+
+
+def images_section(runs: list[RunData], *, images: bool = True) -> Section | None:
+    """The section, or None when no run generated images."""
+    own = [(r, r.info.summary) for r in runs if isinstance(r.info.summary, ImageSummary)]
+    if not own:
+        return None
+    rows: list[tuple[str, ...]] = []
+    stage_rows: list[tuple[str, ...]] = []
+    node_rows: list[tuple[str, ...]] = []
+    thumbs: list[Thumb] = []
+    missing: list[str] = []
+    for r, s in own:
+        spi = s.seconds_per_image
+        rows.append(
+            (
+                r.ref.name,
+                s.workload_text() or "—",
+                f"{s.images_total:,}",
+                _s(spi.p50),
+                _s(spi.p90),
+                _s(spi.p99),
+                _s(s.images_per_min, 2),
+                _s(s.denoise_steps_per_s, 2),
+                _s(s.step_it_per_s.p50, 2),
+                _gib(s.peak_memory_bytes),
+            )
+        )
+        st = s.stage_times
+        stage_rows.append(
+            (
+                r.ref.name,
+                _s(st.text_encode_s.mean),
+                _s(st.denoise_s.mean),
+                _s(st.decode_s.mean),
+                _s(st.queue_wait_s.mean),
+                _s(st.execution_s.mean),
+            )
+        )
+        for n in s.node_classes or []:
+            node_rows.append((r.ref.name, n.class_type, f"{n.runs}", f"{n.cached}", _s(n.mean_s)))
+        if not s.steps_total:
+            missing.append(
+                f"{r.ref.name}: denoising steps — the engine ({s.engine or r.info.engine}) does not "
+                "report them"
+            )
+        if images:
+            for t in s.thumbnails:
+                size = f"{t.source_width}×{t.source_height}" if t.source_width and t.source_height else ""
+                thumbs.append(
+                    Thumb(
+                        caption=f"{r.ref.name}, request {t.request}" + (f", {size}" if size else ""),
+                        png_base64=t.png_base64,
+                        width=t.width,
+                        height=t.height,
+                    )
+                )
+            if not s.thumbnails:
+                missing.append(
+                    f"{r.ref.name}: no thumbnails were kept"
+                    + (f" ({s.notes[0]})" if any("thumbnail" in n for n in s.notes[:1]) else "")
+                )
+    tables = [
+        Table(
+            "images",
+            "Per image (measured window)",
+            (
+                "run",
+                "what",
+                "images",
+                "s/image p50",
+                "p90",
+                "p99",
+                "images/min",
+                "denoising steps/s",
+                "it/s p50",
+                "peak device memory",
+            ),
+            tuple(rows),
+            provenance="the runs' summaries (records.image.summarize_images)",
+        ),
+        Table(
+            "image_stages",
+            "Seconds per request, by stage (mean)",
+            ("run", "text encoding", "denoising", "VAE decode", "queue wait", "execution"),
+            tuple(stage_rows),
+            provenance="per-request timings of the engine (docs/image.md)",
+        ),
+    ]
+    if node_rows:
+        tables.append(
+            Table(
+                "comfy_nodes",
+                "ComfyUI node classes",
+                ("run", "class", "runs", "cached", "mean s"),
+                tuple(node_rows),
+                provenance="the websocket's executing messages",
+            )
+        )
+    notes: list[Any] = []
+    if not images:
+        notes.append("thumbnails left out (--no-images)")
+    elif thumbs:
+        notes.append(
+            "thumbnails: the first images of each run, downscaled to at most 96 px and kept in the run's "
+            "record (records.image.Thumbnail); a dummy model's random weights draw noise"
+        )
+    return Section(
+        key="images",
+        title="Image generation",
+        intro="What an image took on this stack: per image, per stage, and the pictures the run made.",
+        tables=tuple(tables),
+        images=tuple(thumbs),
+        not_measured=tuple(missing),
+        notes=tuple(notes),
+        definitions=DEFINITIONS,
+    )
