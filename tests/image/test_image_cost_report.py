@@ -21,19 +21,44 @@ from gpuledger.records import RunInfo
 from gpuledger.records.image import ImageSpec
 from gpuledger.store import open_store
 
-SDXL = Path(__file__).resolve().parents[1] / "fixtures" / "captures" / "comfyui" / "api_image_sdxl_simple.json"
+SDXL = (
+    Path(__file__).resolve().parents[1] / "fixtures" / "captures" / "comfyui" / "api_image_sdxl_simple.json"
+)
 
 
 def _measure(steps: int, n: int = 4) -> tuple[ImageSpec, list[ImageResult]]:
     async def go() -> tuple[ImageSpec, list[ImageResult]]:
         async with ReplayServer(Knobs()) as srv:
-            spec = ImageSpec(engine="comfyui", base_url=srv.url, workflow=str(SDXL), steps=steps, height=128,
-                             width=128, batch_size=1, num_images=n, concurrency=1, seed=1, model="sdxl-base")
+            spec = ImageSpec(
+                engine="comfyui",
+                base_url=srv.url,
+                workflow=str(SDXL),
+                steps=steps,
+                height=128,
+                width=128,
+                batch_size=1,
+                num_images=n,
+                concurrency=1,
+                seed=1,
+                model="sdxl-base",
+            )
             engine = ComfyUIEngine(spec, load_workflow(SDXL))
             await engine.open(1)
-            out = [await engine.generate_image(request_for(i, seed=1, steps=steps, height=128, width=128,
-                                                            batch_size=1, guidance=None, keep_thumbnail=i < 2))
-                   for i in range(n)]
+            out = [
+                await engine.generate_image(
+                    request_for(
+                        i,
+                        seed=1,
+                        steps=steps,
+                        height=128,
+                        width=128,
+                        batch_size=1,
+                        guidance=None,
+                        keep_thumbnail=i < 2,
+                    )
+                )
+                for i in range(n)
+            ]
             await engine.close()
             return spec, out
 
@@ -45,14 +70,36 @@ def _store_run(url: str, steps: int, label: str) -> str:
     t0 = results[0].t_send
     records = [r.to_record(t0) for r in results]
     with open_store(url) as store:
-        run_id = store.create_run(RunInfo(id="", label=label, engine="comfyui", model="sdxl-base", config=spec,
-                                          workload=spec.workload_record(), started_at=datetime.now(UTC),
-                                          environment={"cpu": {"logical_cpus": 2}}))
+        run_id = store.create_run(
+            RunInfo(
+                id="",
+                label=label,
+                engine="comfyui",
+                model="sdxl-base",
+                config=spec,
+                workload=spec.workload_record(),
+                started_at=datetime.now(UTC),
+                environment={"cpu": {"logical_cpus": 2}},
+            )
+        )
         store.add_requests(run_id, records)
-        cpu = {"device": "cpu", "vendor": "cpu", "name": "AMD EPYC", "mean_power_w": None, "energy_j": None,
-               "peak_util_ratio": 1.0, "sources": ["psutil"], "valid": True}
-        store.update_run(run_id, status="complete", summary=spec.summarize(records), telemetry_summary=[cpu],
-                         duration_s=records[-1].t_end)
+        cpu = {
+            "device": "cpu",
+            "vendor": "cpu",
+            "name": "AMD EPYC",
+            "mean_power_w": None,
+            "energy_j": None,
+            "peak_util_ratio": 1.0,
+            "sources": ["psutil"],
+            "valid": True,
+        }
+        store.update_run(
+            run_id,
+            status="complete",
+            summary=spec.summarize(records),
+            telemetry_summary=[cpu],
+            duration_s=records[-1].t_end,
+        )
     return run_id
 
 
@@ -97,7 +144,9 @@ def test_comparing_image_runs_warns_when_the_steps_differ(url: str) -> None:
 def test_the_report_shows_a_contact_sheet_unless_told_not_to(url: str, tmp_path: Path) -> None:
     run = _store_run(url, 4, "a")
     html, md = tmp_path / "r.html", tmp_path / "r.md"
-    result = CliRunner().invoke(app, ["report", run, "--profile", "cpu-cloud", "--html", str(html), "--md", str(md)])
+    result = CliRunner().invoke(
+        app, ["report", run, "--profile", "cpu-cloud", "--html", str(html), "--md", str(md)]
+    )
     assert result.exit_code == 0, result.output
     page = html.read_text()
     assert page.count('<img src="data:image/png;base64,') == 2
@@ -105,7 +154,9 @@ def test_the_report_shows_a_contact_sheet_unless_told_not_to(url: str, tmp_path:
     assert "KSampler" in page  # the ComfyUI node classes
     assert "2 thumbnail(s) of the generated images in the HTML report" in md.read_text()
     bare = tmp_path / "bare.html"
-    result = CliRunner().invoke(app, ["report", run, "--profile", "cpu-cloud", "--html", str(bare), "--no-images"])
+    result = CliRunner().invoke(
+        app, ["report", run, "--profile", "cpu-cloud", "--html", str(bare), "--no-images"]
+    )
     assert result.exit_code == 0, result.output
     text = bare.read_text()
     assert '<img src="data:image/png' not in text and "thumbnails left out (--no-images)" in text
@@ -113,11 +164,22 @@ def test_the_report_shows_a_contact_sheet_unless_told_not_to(url: str, tmp_path:
 
 def test_estimate_scales_an_image_run_as_compute_bound(url: str) -> None:
     run = _store_run(url, 4, "a")
-    gpu = {"device": "nvidia:0", "vendor": "nvidia", "name": "NVIDIA H200", "mean_power_w": 500.0,
-           "energy_j": 1000.0, "peak_util_ratio": 1.0, "mean_util_ratio": 0.9, "sources": ["nvml"], "valid": True}
+    gpu = {
+        "device": "nvidia:0",
+        "vendor": "nvidia",
+        "name": "NVIDIA H200",
+        "mean_power_w": 500.0,
+        "energy_j": 1000.0,
+        "peak_util_ratio": 1.0,
+        "mean_util_ratio": 0.9,
+        "sources": ["nvml"],
+        "valid": True,
+    }
     with open_store(url) as store:
         info = store.get_run(run)
-        store.update_run(run, telemetry_summary=[gpu], config=info.config.model_copy(update={"dtype": "bf16"}))
+        store.update_run(
+            run, telemetry_summary=[gpu], config=info.config.model_copy(update={"dtype": "bf16"})
+        )
         measured = store.get_run(run).summary
     assert measured is not None
     doc = _cli("estimate", run, "--gpu", "b200")
@@ -125,5 +187,6 @@ def test_estimate_scales_an_image_run_as_compute_bound(url: str) -> None:
     assert roof["prefill_share"] == 1.0  # type: ignore[index]
     # compute-bound: the throughput scales by peak dense FLOP/s (B200 2250 / H200 989 TFLOPS)
     assert doc["estimated_throughput"]["images_per_s"] == pytest.approx(  # type: ignore[index]
-        (measured.rate("image") or 0) * 2250 / 989, rel=1e-6)
+        (measured.rate("image") or 0) * 2250 / 989, rel=1e-6
+    )
     assert "usd_per_1k_images" in json.dumps(doc)
