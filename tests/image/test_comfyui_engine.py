@@ -15,7 +15,7 @@ import pytest
 from comfy_replay import Knobs, ReplayServer
 
 from gpuledger.engines.image.base import ImageResult, request_for
-from gpuledger.engines.image.comfyui import WS_DROPPED_NOTE, ComfyUIEngine
+from gpuledger.engines.image.comfyui import CACHED_NOTE, WS_DROPPED_NOTE, ComfyUIEngine
 from gpuledger.engines.image.workflow import load_workflow, parse_override, patch
 from gpuledger.errors import EngineError, UsageError
 from gpuledger.records.image import ImageSpec, summarize_images
@@ -84,7 +84,7 @@ def test_sdxl_template_runs_with_the_settings_placed_by_node_class() -> None:
     assert engine.applied and "12 KSampler.steps = 6" in engine.applied
     summary = summarize_images([r.to_record(results[0].t_send) for r in results], model="sdxl")
     assert summary.images_total == 6 and summary.steps_total == 36
-    assert summary.stages.queue_wait_s.n == 3 and summary.thumbnails
+    assert summary.stage_times.queue_wait_s.n == 3 and summary.thumbnails
     assert {c.class_type for c in summary.node_classes or []} >= {"KSampler", "VAEDecode", "SaveImage"}
 
 
@@ -207,3 +207,32 @@ def test_no_server_is_an_engine_error() -> None:
 
     with pytest.raises(EngineError, match="cannot connect to ComfyUI"):
         asyncio.run(go())
+
+
+def test_a_prompt_comfyui_serves_from_its_cache_is_said_to_have_done_no_denoising() -> None:
+    async def go() -> list[ImageResult]:
+        async with ReplayServer(Knobs()) as srv:
+            s = ImageSpec(engine="comfyui", base_url=srv.url, workflow=str(SDXL), steps=3)
+            engine = ComfyUIEngine(s, load_workflow(SDXL))
+            await engine.open(1)
+            same = [request_for(0, seed=9, steps=3, height=None, width=None, batch_size=1, guidance=None)] * 2
+            out = [await engine.generate_image(r) for r in same]
+            await engine.close()
+            return out
+
+    first, again = asyncio.run(go())
+    assert CACHED_NOTE not in first.notes and first.steps == 3
+    assert CACHED_NOTE in again.notes and again.steps is None
+    assert CACHED_NOTE in summarize_images([again.to_record(0.0)]).fidelity_notes()
+
+
+def test_warm_up_requests_never_share_a_measured_requests_seed() -> None:
+    measured = {
+        request_for(i, seed=0, steps=None, height=None, width=None, batch_size=2, guidance=None).seed
+        for i in range(100)
+    }
+    warm = {
+        request_for(-i, seed=0, steps=None, height=None, width=None, batch_size=2, guidance=None).seed
+        for i in range(1, 5)
+    }
+    assert not measured & warm

@@ -105,7 +105,7 @@ def test_tiny_sd_on_the_cpu_measures_each_stage_and_every_step() -> None:
     assert resolved.pipeline == "StableDiffusionPipeline" and resolved.attention
     assert resolved.parameters == sum(component_parameters(dummy_pipeline("dummy:tiny-sd")).values())
     s = summarize_images([r.to_record(results[0].t_send) for r in results])
-    assert s.images_total == 4 and s.stages.denoise_s.n == 2 and s.step_it_per_s.n == 2
+    assert s.images_total == 4 and s.stage_times.denoise_s.n == 2 and s.step_it_per_s.n == 2
     assert s.steps_total == sum(r.steps * 2 for r in results)
 
 

@@ -12,6 +12,7 @@ Engines: ``diffusers`` (in-process: ``--model dummy:NAME`` or a diffusers folder
 from __future__ import annotations
 
 import math
+import secrets
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -154,6 +155,10 @@ def image_from(kind: EngineKind, v: Mapping[str, Any]) -> dict[str, Any]:
     seed = v.get("seed", 0)
     if kind.name == "openai-images" and "seed" not in given:
         seed = None  # OpenAI itself refuses unknown fields: the diffusion servers' seed only when asked for
+    if kind.name == "comfyui" and "seed" not in given:
+        # ComfyUI reuses the outputs of a prompt it ran before: a fixed default seed would make a second run
+        # of the same workflow do no work. A fresh seed per run, kept in the spec (--seed repeats it).
+        seed = secrets.randbelow(2**31)
     return image_document(
         kind.name,
         model=v.get("model"),

@@ -333,7 +333,8 @@ class RunWriter:
             except StoreLockedError as exc:
                 self._noted(samples_not_saved=f"{len(samples)} samples: {exc.message}")
         records = self.store.get_requests(self.run_id)
-        summary = summarize(records, slo=self.slo, stages=self.stages)
+        # A kind of run with its own summary says so in its spec (image generation); else text generation's.
+        summary = self.info.config.summarize(records) or summarize(records, slo=self.slo, stages=self.stages)
         if extra_summary:
             summary = summary.amended(**extra_summary)
         self._store_notes(client)

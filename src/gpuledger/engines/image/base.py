@@ -15,6 +15,7 @@ from gpuledger.engines.base import GenResult, ServerInfo
 from gpuledger.records import RequestRecord
 from gpuledger.records.image import TIMING_KEY, ImageTiming, NodeTime, Thumbnail
 
+WARMUP_SEED_OFFSET = 1_000_000_007
 DEFAULT_PROMPT = "a photograph of an astronaut riding a horse on the moon, detailed, 35mm"
 PROMPTS = (
     DEFAULT_PROMPT,
@@ -147,12 +148,14 @@ def request_for(
     stage: str = "",
     keep_thumbnail: bool = False,
 ) -> ImageRequest:
-    """The ``index``-th request of a run: its own seed (``seed + index × batch``) and, without a prompt
-    given, the built-in prompts in turn."""
+    """The ``index``-th request of a run: its own seed (``seed + index × batch``; a warm-up request, of
+    negative index, ``seed + WARMUP_SEED_OFFSET + |index| × batch``: never a measured request's, so a server
+    that caches outputs by input, like ComfyUI, cannot serve a measured request from the warm-up) and,
+    without a prompt given, the built-in prompts in turn."""
     return ImageRequest(
         index=index,
         prompt=prompt if prompt is not None else PROMPTS[index % len(PROMPTS)],
-        seed=seed + max(index, 0) * batch_size,
+        seed=seed + (index * batch_size if index >= 0 else WARMUP_SEED_OFFSET - index * batch_size),
         steps=steps,
         height=height,
         width=width,

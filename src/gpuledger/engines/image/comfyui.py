@@ -54,6 +54,13 @@ MAX_VIEW_BYTES = 64 * 1024**2
 HISTORY_POLL_S = 0.25
 SAFETY_POLL_S = 5.0
 RECONNECT_TRIES = 5
+MAX_EARLY_PROMPTS = 64
+MAX_EARLY_MESSAGES = 10_000
+OUTPUT_CLASSES = ("SaveImage", "PreviewImage")
+CACHED_NOTE = (
+    "ComfyUI served this prompt from its cache (every node but the outputs was cached: the same inputs ran "
+    "before): it did no denoising — give another --seed"
+)
 WS_DROPPED_NOTE = (
     "the websocket dropped while this prompt ran: its end is when /history showed it done (an upper bound), "
     "its queue wait and execution are ComfyUI's own timestamps, its per-node times are missing"
@@ -130,6 +137,7 @@ class ComfyUIEngine:
         self._ws: aiohttp.ClientWebSocketResponse | None = None
         self._reader: asyncio.Task[None] | None = None
         self._tracks: dict[str, _Track] = {}
+        self._early: dict[str, list[tuple[float, str, dict[str, Any]]]] = {}
         self._ws_up = asyncio.Event()
         self._closing = False
         self._system: dict[str, Any] = {}
@@ -262,10 +270,25 @@ class ComfyUIEngine:
             return
         kind, data = msg.get("type"), msg["data"]
         pid = data.get("prompt_id")
-        track = self._tracks.get(pid) if isinstance(pid, str) else None
-        if track is None or track.done.is_set():
+        if not isinstance(pid, str) or not isinstance(kind, str):
             return
         now = time.perf_counter()
+        track = self._tracks.get(pid)
+        if track is None:
+            # ComfyUI may start a prompt before its POST /prompt answer reaches us: keep its messages (with
+            # when they came) until the request registers it; a bounded number of prompts, oldest dropped.
+            early = self._early.setdefault(pid[:128], [])
+            if len(early) < MAX_EARLY_MESSAGES:
+                early.append((now, kind, data))
+            while len(self._early) > MAX_EARLY_PROMPTS:
+                self._early.pop(next(iter(self._early)))
+            return
+        self._apply(track, kind, data, now)
+
+    def _apply(self, track: _Track, kind: str, data: dict[str, Any], now: float) -> None:
+        """One websocket message of ``track``'s prompt, received at ``now``."""
+        if track.done.is_set():
+            return
         classes = {k: self.workflow.class_of(k) for k in self.workflow.nodes}
         node = data.get("node")
         if kind == "execution_start":
@@ -348,6 +371,8 @@ class ComfyUIEngine:
             return result
         track = _Track(t_send=t_send)
         self._tracks[pid] = track
+        for when, kind, data in self._early.pop(pid, []):
+            self._apply(track, kind, data, when)
         result.prompt_id = pid
         try:
             await self._follow(pid, track, result)
@@ -493,6 +518,15 @@ class ComfyUIEngine:
                 "the workflow produced no images"
                 + (f" (its outputs: {', '.join(o[:40] for o in others[:5])})" if others else "")
             )
+        ran = [n for n in track.nodes if not n.cached]
+        if (
+            result.error is None
+            and track.nodes
+            and not track.steps
+            and all(n.class_type in OUTPUT_CLASSES or n.cached for n in track.nodes)
+            and len(ran) < len(track.nodes)
+        ):
+            result.notes.append(CACHED_NOTE)
         result.notes.extend(patched.unplaced)
 
     async def _thumbnail(self, result: ImageResult, track: _Track, index: int) -> None:
