@@ -198,3 +198,31 @@ def test_the_report_follows_a_dark_colour_scheme(browser: Any, store: Store, tmp
     assert page.evaluate("getComputedStyle(document.body).backgroundColor") == "rgb(255, 255, 255)"
     assert visit.console == [] and visit.requests == [path.as_uri()]
     page.close()
+
+
+def test_the_first_screen_of_a_run_report_is_its_answer(browser: Any, store: Store, tmp_path: Path) -> None:
+    """At 1000 x 900 the price per 1M output tokens (the figure of `numbers`) is on the first screen, above
+    the environment, in both colour schemes; the screenshots are kept next to the report."""
+    from gpuledger.report import fmt
+
+    run = make_run(store, synth_requests(60), label="h200-vllm")
+    data = build_report(store, [run])
+    cost = data.numbers["runs"][0]["cost"]
+    figure = fmt.num(cost["usd_per_1m_output_tokens"])
+    path = tmp_path / "answer.html"
+    path.write_text(render_html(data))
+    for dark in (False, True):
+        scheme = "dark" if dark else "light"
+        page = browser.new_page(viewport={"width": 1000, "height": 900}, color_scheme=scheme)
+        page.goto(path.as_uri(), wait_until="load")
+        headline = page.query_selector(".headline")
+        assert headline is not None
+        box = headline.bounding_box()
+        env = page.query_selector("#environment").bounding_box()
+        assert box is not None and env is not None
+        assert box["y"] >= 0 and box["y"] + box["height"] < 900, box
+        assert box["y"] + box["height"] <= env["y"], (box, env)
+        text = headline.inner_text()
+        assert f"{figure} USD per 1M output tokens" in text, text
+        page.screenshot(path=str(tmp_path / f"first-screen-{scheme}.png"))
+        page.close()

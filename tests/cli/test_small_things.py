@@ -1,0 +1,62 @@
+"""Small things a newcomer stumbled on (issue 15): an unknown vendor is an error naming the known ones, the
+power price says its currency, and a CPU run is not told that "the GPU serves all the time"."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuledger.cli.main import app, main
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+IDS: dict[str, str] = json.loads((GOLDEN / "ids.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def golden_db(tmp_path_factory: pytest.TempPathFactory) -> str:
+    d = tmp_path_factory.mktemp("golden-small")
+    shutil.copy(GOLDEN / "store-v1.sqlite", d / "store.sqlite")
+    return f"sqlite:///{d / 'store.sqlite'}"
+
+
+def test_gpus_of_a_vendor_the_catalog_does_not_know_is_exit_3_naming_the_vendors_it_knows(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    known = {g["vendor"] for g in json.loads(CliRunner().invoke(app, ["gpus", "--json"]).stdout)["gpus"]}
+    for args in (["gpus", "--vendor", "intel"], ["gpus", "--vendor", "intel", "--json"]):
+        assert main(args) == 3
+        out, err = capsys.readouterr()
+        assert out == ""  # no empty table, no empty JSON list
+        line = err.strip()
+        assert line.startswith("error:") and "intel" in line and len(line.splitlines()) == 1, err
+        assert all(v in line for v in known), line
+    assert main(["gpus", "--vendor", "AMD"]) == 0
+    assert "mi300x" in capsys.readouterr().out
+
+
+def test_profiles_show_the_power_price_with_its_currency() -> None:
+    doc = json.loads(CliRunner().invoke(app, ["profiles", "--json"]).stdout)
+    out = CliRunner().invoke(app, ["profiles"], env={"COLUMNS": "200"}).stdout
+    owned = [p for p in doc["profiles"] if p["mode"] == "ownership"]
+    assert owned
+    for p in owned:
+        row = next(line for line in out.splitlines() if line.startswith(p["name"] + " "))
+        assert f"{p['electricity_per_kwh']:g} {p['currency']}/kWh" in row, row
+    assert not re.search(r"\d /kWh|\d/kWh", out)  # never a bare number per kWh
+
+
+def test_a_cpu_run_is_not_told_that_the_gpu_serves_all_the_time(golden_db: str) -> None:
+    run = IDS["torch"]  # an in-process run on this machine's CPU
+    doc = json.loads(CliRunner().invoke(app, ["cost", run, "--no-save", "--json"],
+                                        env={"GPULEDGER_DB": golden_db}).stdout)
+    assert doc["devices"]["kind"] == "cpu"
+    source = doc["inputs"]["utilisation"]["source"]
+    assert "100 % utilisation" in source and "GPU serves" not in source and "hardware serves" in source
+    text = CliRunner().invoke(app, ["cost", run, "--no-save"], env={"GPULEDGER_DB": golden_db,
+                                                                    "COLUMNS": "200"}).stdout
+    assert "GPU serves" not in text
