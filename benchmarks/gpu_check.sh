@@ -7,8 +7,10 @@
 #                                         psutil, aiohttp, PyYAML, nvidia-ml-py ... but not pydantic,
 #                                         SQLAlchemy, alembic, orjson, plotly, platformdirs (KINDS.md).
 #   benchmarks/gpu_check.sh run           ON THE GPU MACHINE: writes ${OUT:-benchmarks/results}/<date>-<gpu>/
-#                                         (7 files: doctor-deep.json, run.json, report.html, report.md,
-#                                         gpuledger.sqlite, nvidia-smi.txt, log.txt). Needs no network.
+#                                         (8 files: doctor-deep.json, run.json, image-sdxl.json, report.html,
+#                                         report.md, gpuledger.sqlite, nvidia-smi.txt, log.txt). Needs no
+#                                         network. image-sdxl.json: `bench --task image --model dummy:sdxl`
+#                                         at 1024×1024, 20 steps (issue 18).
 #   benchmarks/gpu_check.sh collect DIR   HERE: copy DIR/<date>-<gpu>/ (what came back from $OUT) into
 #                                         benchmarks/results/.
 #
@@ -31,7 +33,7 @@ WHEELS=(
   pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5
   typing-extensions==4.16.0 SQLAlchemy==2.1.9 greenlet==3.5.6 alembic==1.20.1 Mako==1.4.3
   platformdirs==4.14.8 orjson==3.13.0 plotly==7.1.0 narwhals==2.29.0 typer==0.29.2 click==8.5.1
-  rich==15.0.0
+  rich==15.0.0 diffusers==0.42.1 accelerate==1.15.0
 )
 MODEL="${GPU_CHECK_MODEL:-dummy:qwen2.5-7b}"
 read -r -a RUN_EXTRA <<<"${GPU_CHECK_RUN_ARGS:-}"   # e.g. "--quick" or "--device cpu"
@@ -80,7 +82,7 @@ run() {
     python3 - <<'PY'
 import importlib, platform
 print("python", platform.python_version())
-for name in ("torch", "transformers", "pydantic", "sqlalchemy", "plotly", "typer", "gpuledger"):
+for name in ("torch", "transformers", "diffusers", "pydantic", "sqlalchemy", "plotly", "typer", "gpuledger"):
     try:
         mod = importlib.import_module(name)
         print(f"{name} {getattr(mod, '__version__', '?')} ({getattr(mod, '__file__', '?')})")
@@ -110,6 +112,10 @@ PY
   step "$res/doctor-deep.json" doctor --deep --json
   step "$res/run.json" run --model "$MODEL" --html "$res/report.html" --json --label "gpu_check $date" \
     ${RUN_EXTRA[@]+"${RUN_EXTRA[@]}"}
+
+  # Image generation (issue 18): the SDXL architecture with random weights, 1024×1024, 20 steps.
+  step "$res/image-sdxl.json" bench --task image --engine diffusers --model dummy:sdxl --steps 20 \
+    --height 1024 --width 1024 --num-images 4 --dtype bf16 --json --label "gpu_check $date image"
 
   local run_id
   run_id="$(python3 - "$res/run.json" <<'PY'
