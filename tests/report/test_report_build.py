@@ -450,7 +450,8 @@ def test_the_answer_comes_first_with_the_price_figures_and_why(store: Store, sin
     cost = data.numbers["runs"][0]["cost"]
     assert answer.headline == f"{fmt.num(cost['usd_per_1m_output_tokens'], 3)} USD per 1M output tokens"
     labels = [k for k, _ in answer.facts]
-    assert labels[:5] == ["output tokens", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99"]
+    # The run's validity verdict first (gpuledger.bench.validity), then the measured figures.
+    assert labels[:6] == ["validity", "output tokens", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99"]
     assert {"power", "energy per output token", "profile"} <= set(labels)
     assert 1 <= len(answer.why) <= 5
     assert answer.why[-1].startswith("the input that moves it most: ")

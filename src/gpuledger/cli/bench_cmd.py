@@ -387,6 +387,16 @@ def bench(
     progress: Annotated[
         bool, typer.Option("--progress/--no-progress", help="Live progress bar on stderr.")
     ] = True,
+    repeats: Annotated[
+        int,
+        typer.Option(
+            "--repeat",
+            min=1,
+            max=1000,
+            help="Run the same spec N times, one stored run each, in one group (g-…): cost, compare and "
+            "report of the group give each figure's mean with its 95 % interval.",
+        ),
+    ] = 1,
     db: DbOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -431,6 +441,16 @@ def bench(
                   environment=environment_fingerprint, telemetry_from=tuple(telemetry_from or ()))
     store = open_store(db)
     try:
+        if repeats > 1:  # one group of N runs of the same spec (cli/groups.py)
+            from dataclasses import replace
+
+            from gpuledger.cli.groups import print_repeats, run_repeats
+
+            group, runs = run_repeats(repeats, lambda extra: asyncio.run(
+                run_bench_async(spec, store, progress=show_progress, hooks=replace(hooks, workload=extra))))
+            print_repeats(group, runs, render_run, json_out=json_out)
+            _exit_for(runs[-1])
+            return
         info = asyncio.run(run_bench_async(spec, store, progress=show_progress, hooks=hooks))
     finally:
         store.close()
@@ -442,6 +462,11 @@ def _emit(info: RunInfo, json_out: bool) -> None:
         print_json(info)
     else:
         render_run(info)
+    _exit_for(info)
+
+
+def _exit_for(info: RunInfo) -> None:
+    """The run did not end as planned: its error, with the documented exit code."""
     summary = info.summary
     aborted = summary.aborted if summary is not None else None
     if aborted:

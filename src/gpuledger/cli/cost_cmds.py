@@ -9,6 +9,7 @@ import typer
 from rich.text import Text
 
 from gpuledger.cli.common import DbOpt, JsonOpt, console, print_json, warn
+from gpuledger.cli.groups import any_group, compare_group_args, cost_group
 from gpuledger.errors import NotFoundError, StoreError, UsageError
 
 if TYPE_CHECKING:
@@ -232,7 +233,10 @@ def render_cost(cost: RunCost, notes: Notes | None = None, *, answer: bool = Tru
 
 
 def cost_cmd(
-    run_id: Annotated[str, typer.Argument(help="Run id (or an unambiguous prefix).")],
+    run_id: Annotated[
+        str,
+        typer.Argument(help="Run id (or an unambiguous prefix), or a group of repeats (g-…, --repeat N)."),
+    ],
     profile: ProfileOpt = None,
     stage: Annotated[
         str | None,
@@ -274,6 +278,10 @@ def cost_cmd(
     catalog = load_catalog()
     store = _open(db)
     try:
+        if any_group([run_id]):  # a group of repeats (bench --repeat N): its mean with a 95 % interval
+            cost_group(store, run_id, lambda r: _cost(store, r, profile, catalog, stage, slo_attainment, gpus,
+                                                      gpu), save=save, json_out=json_out)
+            return
         run = store.get_run(run_id)
         cost = _cost(store, run, profile, catalog, stage, slo_attainment, gpus, gpu)
         result = cost.to_dict()
@@ -425,7 +433,13 @@ def render_comparison(comp: Comparison) -> None:
 
 
 def compare_cmd(
-    runs: Annotated[list[str], typer.Argument(help="Two or more run ids; the first is the reference.")],
+    runs: Annotated[
+        list[str],
+        typer.Argument(
+            help="Two or more run ids; the first is the reference. Or two groups of repeats (g-…, from bench "
+            "--repeat N): the ratio of their means with its 95 % interval."
+        ),
+    ],
     profile: Annotated[
         list[str] | None,
         typer.Option(
@@ -456,6 +470,12 @@ def compare_cmd(
     catalog = load_catalog()
     store = _open(db)
     try:
+        if any_group(runs):  # groups of repeats: the ratio of their means with its interval
+            compare_group_args(
+                store, runs, lambda arg, r: _cost(store, r, per_run.get(arg, default), catalog), basis,
+                json_out=json_out,
+            )
+            return
         costs = []
         for arg in runs:
             run = store.get_run(arg)

@@ -137,13 +137,15 @@ def _cost_step(
 
 def _report_step(
     store: Store, run: RunInfo, profile_name: str | None, html: Path | None, missing: list[str],
-    on_phase: Any,
+    on_phase: Any, run_ids: list[str] | None = None,
 ) -> str | None:
+    """The HTML report of ``run`` (of every run of ``run_ids``: ``--repeat N``, led by the group)."""
     from gpuledger.report import build_report, render_html
 
     target = html if html is not None else _default_html_path(run.id)
     try:
-        data = build_report(store, [run.id], {"*": profile_name} if profile_name else None, progress=on_phase)
+        data = build_report(store, run_ids or [run.id], {"*": profile_name} if profile_name else None,
+                            progress=on_phase)
         text = render_html(data)
     except GpuledgerError as exc:
         missing.append(f"report: not written — {exc.message}")
@@ -409,6 +411,11 @@ def run_cmd(
         typer.Option("--telemetry-from", help="Also read this exporter's /metrics during the run (e.g. the "
                      "node's dcgm-exporter: http://127.0.0.1:9400/metrics?gpu=0). Repeatable."),
     ] = None,
+    repeats: Annotated[
+        int,
+        typer.Option("--repeat", min=1, max=100, help="Measure N times, one stored run each, in one group "
+                     "(g-…): the answer gives each figure's mean with its 95 % interval."),
+    ] = 1,
     db: DbOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -417,6 +424,7 @@ def run_cmd(
 
     check_remote_urls(telemetry_from or ())
     from gpuledger.bench.choice import choose_run
+    from gpuledger.cost.groups import REPEAT_KEY, new_group_id, repeat_record, summarize_group
     from gpuledger.engines.torch.device import DEVICE_CHOICES
     from gpuledger.engines.torch.imports import torch_status
     from gpuledger.records.torchspec import GIB
@@ -447,24 +455,42 @@ def run_cmd(
             choice = choose_run(device, model, dtype, quick, budget)
             steps.phase("doctor: collecting facts about the stack")
             doctor = _doctor_step(store, missing)
-            bench = _bench_step(store, choice, device, label or "gpuledger run", budget, steps,
-                                tuple(telemetry_from or ()))
+            group = new_group_id() if repeats > 1 else None
+            benches = [
+                _bench_step(store, choice, device, label or "gpuledger run", budget, steps,
+                            tuple(telemetry_from or ()),
+                            {REPEAT_KEY: repeat_record(group, i, repeats)} if group else None)
+                for i in range(1, repeats + 1)
+            ]
+            bench = benches[-1]
             steps.phase("cost")
-            cost = _cost_step(store, bench.run, prof, missing)
+            costs = [_cost_step(store, b.run, prof, missing) for b in benches]
+            cost = costs[-1]
             steps.phase("report")
-            html_path = _report_step(store, bench.run, profile, html, missing, steps.phase)
+            html_path = _report_step(store, bench.run, profile, html, missing, steps.phase,
+                                     [b.run.id for b in benches])
     finally:
         store.close()
     doc = _document(bench, doctor, cost, html_path, missing, choice.reason, choice.skipped)
+    repeated = (summarize_group(group, [b.run for b in benches], [c for c in costs if c is not None])
+                if group else None)
+    if repeated is not None:
+        doc["group"] = repeated.to_dict()
     if json_out:
         print_json(doc)
     else:
         _render(doc)
+        if repeated is not None:
+            from gpuledger.report.groups import group_answer
+            from gpuledger.report.terminal import print_answer
+
+            console.print()
+            print_answer(group_answer(repeated), console)
 
 
 def _bench_step(
     store: Store, choice: RunChoice, device: str, label: str, budget: int | None, steps: _Steps,
-    telemetry_from: tuple[str, ...] = (),
+    telemetry_from: tuple[str, ...] = (), workload: dict[str, Any] | None = None,
 ) -> MeasuredRun:
     """The chosen model measured in-process through the bench's run lifecycle; Ctrl-C keeps the finished
     requests as an incomplete run and ends the command (exit 130)."""
@@ -475,7 +501,7 @@ def _bench_step(
     spec = choice.spec(device=device, label=label, memory_budget_bytes=budget)
     engine = TorchEngine(spec, on_phase=steps.phase, plan=choice.plan)
     hooks = Hooks(on_phase=steps.phase, on_progress=steps.advance, environment=environment_fingerprint,
-                  telemetry_from=telemetry_from)
+                  telemetry_from=telemetry_from, workload=workload)
     run = asyncio.run(run_bench_async(spec, store, engine=engine, hooks=hooks))
     stopped = run.summary.interrupted if run.summary is not None else None
     if stopped is not None:

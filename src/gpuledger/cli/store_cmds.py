@@ -313,6 +313,21 @@ def _telemetry_table(summaries: list[dict[str, Any]]) -> list[str]:
     return notes
 
 
+def _validity(info: RunInfo, records: list[RequestRecord] | None) -> None:
+    """Every check of the run's validity verdict (bench.validity), with its figure, rule and why."""
+    from gpuledger.bench.validity import run_verdict
+    from gpuledger.report.layout import paragraph, print_grid
+    from gpuledger.report.terminal import grid_of
+    from gpuledger.report.verdict import rule_lines, verdict_table
+
+    verdict = run_verdict(info, records)
+    if verdict is not None:
+        console.rule("validity", align="left")
+        print_grid(console, grid_of(verdict_table(verdict, f"run {info.id}", rules=False)))
+        for line in rule_lines(verdict):
+            paragraph(console, line, lead="  rule ", style="dim", indent=4)
+
+
 def show(
     run: Annotated[str, typer.Argument(help="Run id or unambiguous prefix (4+ characters).")],
     db: DbOpt = None,
@@ -325,6 +340,10 @@ def show(
         info = store.get_run(run)
         env_hash = store.env_hash(info.id)
         costs = store.list_cost_evaluations(info.id)
+        # A run stored before the validity verdict existed is judged now, from its requests (not for --json:
+        # that prints what is stored).
+        old = not json_out and info.summary is not None and info.summary.verdict is None
+        records = store.get_requests(info.id) if old else None
     if json_out:
         from gpuledger.cost.runview import energy_view
 
@@ -336,7 +355,9 @@ def show(
     from gpuledger.report.layout import paragraph, print_grid
     from gpuledger.report.terminal import grid_of, print_answer
 
-    answer = measured_answer(info, f"run {info.id}" + (f" ({info.label})" if info.label.strip() else ""))
+    answer = measured_answer(
+        info, f"run {info.id}" + (f" ({info.label})" if info.label.strip() else ""), records
+    )
     if costs:
         last = costs[-1]
         price = saved_price(info, last.get("result"))
@@ -352,6 +373,7 @@ def show(
     stages = stage_table(info)
     if stages is not None:
         print_grid(console, grid_of(stages))
+    _validity(info, records)
     console.rule(f"run {info.id}", align="left")
     _kv_table(_header_rows(info, env_hash))
     console.rule("summary", align="left")

@@ -13,15 +13,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from gpuledger.bench.validity import run_verdict
 from gpuledger.cost import Comparison, RunCost
 from gpuledger.cost.breakeven import CostSensitivity
+from gpuledger.cost.groups import compare_groups
 from gpuledger.cost.model import money_prefix
 from gpuledger.cost.operating import operating_point
 from gpuledger.errors import GpuledgerError
-from gpuledger.records import RunInfo, RunSummary
+from gpuledger.records import RequestRecord, RunInfo, RunSummary
+from gpuledger.records.validity import Verdict
 from gpuledger.report import fmt
 from gpuledger.report.costs import Costs
+from gpuledger.report.groups import group_answer, group_comparison_answer, groups_in
 from gpuledger.report.model import Answer, Section, Table
+from gpuledger.report.verdict import verdict_fact, verdict_table, verdict_why
 
 if TYPE_CHECKING:
     from gpuledger.report.build import RunData
@@ -127,19 +132,24 @@ def _facts(summary: RunSummary, estimate: bool = False) -> list[tuple[str, str]]
     return facts
 
 
-def cost_answer(cost: RunCost, rows: Sequence[CostSensitivity], name: str | None = None) -> Answer:
+def cost_answer(
+    cost: RunCost, rows: Sequence[CostSensitivity], name: str | None = None, verdict: Verdict | None = None
+) -> Answer:
     """The answer for one priced run, in a report or on its own (``cost``, ``estimate``, ``run``):
-    ``name`` is how the run is called (default: its label, else its id)."""
+    ``name`` is how the run is called (default: its label, else its id). The run's validity verdict comes
+    first (``verdict``; default the stored one, or what the run's header supports), its worst checks
+    among the why lines."""
     run = cost.run
+    verdict = verdict if verdict is not None else run_verdict(run)
     origin = cost.summary.origin()
     sub = ([f"rates {origin.label}"] if origin is not None else []) + _other_prices(cost)
     if cost.operating_point:
         sub.append(f"at stage {cost.operating_point['stage']} of the sweep")
-    facts = _facts(cost.summary, estimate=cost.rate_source.startswith("estimate"))
+    facts = [verdict_fact(verdict), *_facts(cost.summary, estimate=cost.rate_source.startswith("estimate"))]
     facts.append(("power", power_fact(cost)))
     facts.append((f"energy per {cost.inputs.unit(cost.headline).singular}", energy_fact(cost)))
     facts.append(("profile", f"{cost.profile.name or '(unnamed)'} ({cost.profile.mode}, {cost.currency})"))
-    why = [_largest_component(cost)]
+    why = [*verdict_why(verdict), _largest_component(cost)]
     if cost.operating_point:
         why.append(f"priced at stage {cost.operating_point['stage']}: {cost.operating_point['rule']}")
     why.extend(_noise(run))
@@ -159,14 +169,17 @@ def cost_answer(cost: RunCost, rows: Sequence[CostSensitivity], name: str | None
 
 
 def run_answer(r: RunData, cost: RunCost, rows: Sequence[CostSensitivity]) -> Answer:
-    return cost_answer(cost, rows, r.ref.name)
+    return cost_answer(cost, rows, r.ref.name, run_verdict(r.info, r.requests))
 
 
-def measured_answer(info: RunInfo, name: str | None = None) -> Answer:
+def measured_answer(
+    info: RunInfo, name: str | None = None, records: Sequence[RequestRecord] | None = None
+) -> Answer:
     """The answer for a run that is not priced here (``bench``, ``show``): its headline rate — for a
     sweep, the rate of the stage ``gpuledger cost`` prices, named with the rule that picks it (the
     whole sweep's rate blends every load and describes none) — the key measured figures, and how to
-    price it."""
+    price it. The run's validity verdict comes first (stored, else computed from ``records`` and the
+    header), its worst checks among the why lines."""
     title = name or info.label.strip() or info.id
     summary = info.summary
     if summary is None or not summary.headline():
@@ -181,7 +194,8 @@ def measured_answer(info: RunInfo, name: str | None = None) -> Answer:
             facts=(("requests stored", fmt.num(info.num_requests)),),
         )
     op = None
-    why: list[str] = []
+    verdict = run_verdict(info, records)
+    why: list[str] = verdict_why(verdict)
     try:
         op = operating_point(info)
     except GpuledgerError as exc:
@@ -205,7 +219,7 @@ def measured_answer(info: RunInfo, name: str | None = None) -> Answer:
     else:
         origin = summary.origin()
         subline = origin.label if origin is not None else "over the measured window"
-    facts = _facts(priced)[1:]
+    facts = [verdict_fact(verdict), *_facts(priced)[1:]]
     ok, failed = getattr(priced, "num_ok", None), getattr(priced, "num_failed", None)
     if isinstance(ok, int) and isinstance(failed, int):
         facts.append(("requests ok / failed", f"{ok:,} / {failed:,}"))
@@ -313,10 +327,18 @@ def ratio_answer(comp: Comparison, names: dict[str, str] | None = None) -> Answe
 def answer_section(runs: Sequence[RunData], costs: Costs) -> Section:
     names = {r.info.id: r.ref.name for r in runs}
     answers: list[Answer] = []
+    # Repeats first: a group's mean with its interval says more than any one of its runs.
+    groups = groups_in([costs.per_run[r.info.id] for r in runs if r.info.id in costs.per_run])
+    missing = []
+    if len(groups) == 2:
+        try:
+            answers.append(group_comparison_answer(compare_groups(groups[0], groups[1])))
+        except GpuledgerError as exc:
+            missing.append(f"group comparison: {exc.message}")
+    answers.extend(group_answer(g) for g in groups)
     comparison = comparison_answer(costs, names)
     if comparison is not None:
         answers.append(comparison)
-    missing = []
     for r in runs:
         cost = costs.per_run.get(r.info.id)
         if cost is None:
@@ -325,9 +347,11 @@ def answer_section(runs: Sequence[RunData], costs: Costs) -> Section:
         answers.append(run_answer(r, cost, costs.sensitivity.get(r.info.id, [])))
     if len(runs) > 1 and comparison is None and costs.comparison_error:
         missing.append(f"comparison: {costs.comparison_error}")
+    verdicts = [(r.ref.name, run_verdict(r.info, r.requests)) for r in runs]
     return Section(
         key="answer",
         title="The answer",
         answers=tuple(answers),
         not_measured=tuple(missing),
+        tables=tuple(verdict_table(v, name) for name, v in verdicts if v is not None),
     )
