@@ -1,86 +1,26 @@
-"""A real Prometheus (Debian's ``prometheus``) scrapes the exporter on loopback, and its HTTP API
-returns gpuledger series. Skipped, loudly, without the binary; a failure under CI=true."""
+"""A real Prometheus (Debian's ``prometheus``, started by tests/telemetry/prometheus_server.py) scrapes the
+exporter on loopback, and its HTTP API returns gpuledger series. Skipped, loudly, without the binary; a
+failure under CI=true."""
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlencode
 
 import pytest
-from monitor_helpers import http_get, wait_for
+from monitor_helpers import wait_for
+from prometheus_server import Prometheus, require_prometheus
 from telemetry_fakes import h100, make_fake_pynvml
 
 from gpuledger.monitor import Monitor, MonitorConfig
 from gpuledger.telemetry import open_sources
 
 pytestmark = pytest.mark.prometheus
-
-PROMETHEUS = os.environ.get("GPULEDGER_PROMETHEUS_BIN") or shutil.which("prometheus") or "/usr/bin/prometheus"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"Prometheus integration test cannot run under CI=true: {reason}")
-    pytest.skip(f"Prometheus integration test SKIPPED: {reason} (apt-get install prometheus)")
-
-
-class Prometheus:
-    """``prometheus`` on 127.0.0.1 with a 1 s scrape of one target; stopped by ``stop()``."""
-
-    def __init__(self, target: str, base: Path) -> None:
-        self.port = _free_port()
-        self.base = base
-        config = base / "prometheus.yml"
-        config.write_text(
-            "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-            "scrape_configs:\n"
-            f"  - job_name: gpuledger\n    static_configs: [{{targets: ['{target}']}}]\n"
-        )
-        self.log = base / "prometheus.log"
-        with self.log.open("w") as log:
-            self.proc = subprocess.Popen(
-                [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={base / 'data'}",
-                 f"--web.listen-address=127.0.0.1:{self.port}"],
-                stdout=log, stderr=subprocess.STDOUT)
-
-    def query(self, promql: str) -> list[dict[str, Any]]:
-        status, text = http_get(f"http://127.0.0.1:{self.port}/api/v1/query?{urlencode({'query': promql})}")
-        if status != 200:
-            return []
-        doc = json.loads(text)
-        assert doc["status"] == "success", doc
-        result: list[dict[str, Any]] = doc["data"]["result"]
-        return result
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-
-    def tail(self) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-20:])
 
 
 @pytest.fixture
@@ -101,8 +41,7 @@ def served_monitor(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[
 
 
 def test_a_real_prometheus_scrapes_the_exporter_and_serves_gpuledger_series(served_monitor: Monitor) -> None:
-    if not Path(PROMETHEUS).is_file():
-        _unavailable(f"{PROMETHEUS} not found")
+    require_prometheus()
     assert served_monitor.server is not None
     target = f"127.0.0.1:{served_monitor.server.port}"
     base = Path(tempfile.mkdtemp(prefix="gpuledger-prom-"))

@@ -232,3 +232,20 @@ def test_counter_only_device_derives_mean_and_peak_power_from_the_counter() -> N
     assert (s.energy_j, s.energy_method) == (150.0, "counter")
     assert s.mean_power_w == pytest.approx(75.0) and s.peak_power_w == pytest.approx(100.0)
     assert s.energy_reason == "not validated: rapl reports energy only"
+
+
+def test_a_counter_that_moves_in_coarse_steps_is_not_used_and_not_called_a_mismatch() -> None:
+    # read every 0.1 s, refreshed every 0.5 s (as an exporter refreshes its counter): over 2 s a step at
+    # each end is up to 50 % of the window's energy, so a 5 % check means nothing
+    power = [(t / 10, 300.0) for t in range(21)]
+    counter = [(t / 10, 300.0 * (t // 5) * 0.5) for t in range(21)]
+    audit = audit_energy(power, counter, start=0.0, end=2.0)
+    assert audit.valid and audit.method == "integrated" and audit.energy_j == pytest.approx(600.0)
+    assert (audit.reason or "").startswith("counter not used: it advances in steps of 0.50 s")
+
+
+def test_a_counter_that_moves_at_every_read_is_checked_however_short_the_window() -> None:
+    power = [(t / 10, 300.0) for t in range(21)]
+    counter = [(t / 10, 30.0 * t) for t in range(21)]
+    audit = audit_energy(power, counter, start=0.0, end=2.0)
+    assert audit.valid and audit.method == "counter" and audit.energy_j == pytest.approx(600.0)

@@ -17,6 +17,7 @@ Per device, over the measured window ``[start, end]``:
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -139,6 +140,25 @@ def find_gaps(times: Sequence[float], start: float, end: float, limit_s: float) 
     hi = min(len(ordered), bisect.bisect_left(ordered, end) + 1)
     relevant = ordered[lo:hi]
     return [(a, b - a) for a, b in zip(relevant, relevant[1:], strict=False) if b - a > limit_s + 1e-9]
+
+
+def counter_step(cum: Series) -> float:
+    """How often a counter's readings show it moving, when they show it standing still in between: the
+    median time between readings whose value changed (a counter refreshed every 30 s and read every
+    second repeats itself 29 times). 0 for a counter that moved at every reading (as fine as the reads)."""
+    changes = [t for (t, v), (_, prev) in zip(cum[1:], cum, strict=False) if v != prev]
+    if len(changes) == len(cum) - 1:
+        return 0.0
+    steps = [b - a for a, b in zip(changes, changes[1:], strict=False) if b > a]
+    if not steps:
+        return 0.0
+    steps.sort()
+    return steps[len(steps) // 2]
+
+
+def counter_resolution(cum: Series, a: float, b: float) -> float:
+    """The relative error a counter's steps allow over ``[a, b]``: up to one step at each end."""
+    return 2.0 * counter_step(cum) / (b - a) if b > a else math.inf
 
 
 # --------------------------------------------------------------------------- the audit
@@ -269,6 +289,12 @@ def audit_energy(
             return EnergyAudit(integrated, "integrated", "counter readings do not overlap the window",
                                integrated, None, mean, peak, tuple(codes), tuple(details))
         delta = interpolate(cum, b) - interpolate(cum, a)
+        coarse = counter_resolution(cum, a, b)
+        if coarse > tolerance:  # a counter that moves in steps this large cannot be checked to 5 % here
+            why = (f"counter not used: it advances in steps of {counter_step(cum):.2f} s, too coarse to "
+                   f"check against integrated power over {b - a:.2f} s (up to {coarse * 100:.0f} %)")
+            return EnergyAudit(integrated, "integrated", why, integrated, delta, mean, peak, tuple(codes),
+                               tuple(details))
         problem = counter_check(delta, integrate_window(power, a, b), tolerance)
         if problem is not None:
             flag(COUNTER_MISMATCH, problem)
