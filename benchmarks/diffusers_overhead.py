@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -64,6 +65,12 @@ def engine_round(store_dir: Path, args: argparse.Namespace, index: int) -> float
     s = run.summary
     if run.status != "complete" or not isinstance(s, ImageSummary) or not s.images_total:
         raise SystemExit(f"engine round {index}: run {run.id} is {run.status} with no images")
+    if args.verbose:
+        print(
+            f"  engine: window {s.window_s:.3f} s, Σ request {(s.request_s.mean or 0) * s.num_ok:.3f} s, "
+            f"{s.num_ok} requests",
+            flush=True,
+        )
     return s.window_s / s.images_total
 
 
@@ -114,10 +121,13 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--json-out", type=Path, default=None)
+    ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
     torch = import_torch()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    threads = args.threads or int(torch.get_num_threads())
+    torch.set_num_threads(threads)
+    # The engine runs a busy CPU with one thread unless OMP_NUM_THREADS says otherwise: both sides alike.
+    os.environ["OMP_NUM_THREADS"] = str(threads)
     dev = select_device(args.device)
     dtype = resolve_dtype(args.dtype, dev)
     args.device, args.dtype = dev.type, dtype
