@@ -122,7 +122,7 @@ def pinned(core: int, code: str) -> list[str]:
 
 def test_a_client_pinned_to_one_core_against_an_instant_server_fails_client_bound() -> None:
     """The instant server (no delay, 512-token answers written in one go) on one core, the client pinned
-    to another with 256 requests in flight: the client's event loop is the bottleneck."""
+    to another with 64 requests in flight: the client's event loop is the bottleneck."""
     if not hasattr(os, "sched_setaffinity"):
         pytest.skip("os.sched_setaffinity is Linux-only")
     cores = sorted(os.sched_getaffinity(0))
@@ -158,7 +158,7 @@ def test_a_client_pinned_to_one_core_against_an_instant_server_fails_client_boun
             "--output-len",
             "512",
             "--concurrency",
-            "256",
+            "64",
             "--num-requests",
             "3000",
         ]
