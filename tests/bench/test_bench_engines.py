@@ -300,8 +300,13 @@ def test_ollama_faults_fail_only_their_request(serve: Serve, fault: str, expecte
 
 
 def test_make_engine_rejects_unknown_engines() -> None:
+    import re
+
+    from gpuledger.engines import either, engine_names
     from gpuledger.errors import UsageError
     from gpuledger.records import ServerSpec
 
-    with pytest.raises(UsageError, match="--engine must be openai, ollama, torch, diffusers, comfyui or openai-images, got 'grpc'"):
+    names = engine_names()
+    assert names[:3] == ("openai", "ollama", "torch")  # every registered engine is named, in order
+    with pytest.raises(UsageError, match=re.escape(f"--engine must be {either(names)}, got 'grpc'")):
         make_engine(ServerSpec(engine="grpc", base_url="http://x"))
