@@ -48,9 +48,11 @@ def _matches(token: str, dev: DeviceInfo) -> bool | None:
     """Does ``token`` (an index or a UUID, as in CUDA_VISIBLE_DEVICES) name ``dev``? None: cannot tell."""
     if token.isdigit():
         return dev.index is not None and int(token) == dev.index
+    if token.upper().startswith("MIG-"):
+        return None  # an instance of some GPU: which one, NVML's device UUIDs do not say
     if dev.uuid and (token == dev.uuid or dev.uuid.endswith(token.removeprefix("GPU-"))):
         return True
-    if token.upper().startswith(("GPU-", "MIG-")) or len(token) >= 8:
+    if token.upper().startswith("GPU-") or len(token) >= 8:
         return False if dev.uuid else None
     return None
 
