@@ -66,6 +66,12 @@ def render_run(info: RunInfo) -> None:
     from gpuledger.report.layout import Notes, paragraph, print_grid, print_table
     from gpuledger.report.terminal import grid_of, print_answer
 
+    if info.summary is not None and info.summary.kind == "image_generation":
+        from gpuledger.cli.bench_image import render_image_run
+
+        render_image_run(info)
+        return
+
     notes = Notes()
     s = dump_summary(info.summary)
     srv = info.server
@@ -372,9 +378,46 @@ def bench(
             "--api-key-env", help="Environment variable holding the API key (sent as Bearer; never stored)."
         ),
     ] = "OPENAI_API_KEY",
-    device: Annotated[str | None, typer.Option("--device", help="torch only: auto | cpu | cuda.")] = None,
+    device: Annotated[
+        str | None, typer.Option("--device", help="torch and diffusers only: auto | cpu | cuda.")
+    ] = None,
     dtype: Annotated[
-        str | None, typer.Option("--dtype", help="torch only: auto | float32 | bfloat16 | float16.")
+        str | None,
+        typer.Option("--dtype", help="torch and diffusers only: auto | float32 | bfloat16 | float16."),
+    ] = None,
+    task: Annotated[
+        str | None,
+        typer.Option("--task", help="text (default) or image: --task image runs diffusers (default), "
+                     "comfyui or openai-images (docs/image.md)."),
+    ] = None,
+    steps: Annotated[int | None, typer.Option("--steps", help="image: denoising steps per image.")] = None,
+    height: Annotated[int | None, typer.Option("--height", help="image: height in pixels.")] = None,
+    width: Annotated[int | None, typer.Option("--width", help="image: width in pixels.")] = None,
+    batch_size: Annotated[
+        int | None,
+        typer.Option("--batch-size", help="image: images per request (one pipeline call / prompt)."),
+    ] = None,
+    guidance: Annotated[float | None, typer.Option("--guidance", help="image: guidance scale (CFG).")] = None,
+    scheduler: Annotated[
+        str | None, typer.Option("--scheduler", help="diffusers: euler, euler_a, ddim, dpmpp_2m, pndm, lms, "
+                                 "heun, unipc, flow_euler or a diffusers class name.")
+    ] = None,
+    num_images: Annotated[
+        int | None, typer.Option("--num-images", help="image: images to measure (default 8).")
+    ] = None,
+    workflow: Annotated[
+        Path | None, typer.Option("--workflow", help="comfyui: your workflow, in ComfyUI's API format.")
+    ] = None,
+    set_inputs: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="comfyui: NODE_ID.INPUT=VALUE sets an input of a workflow node "
+                     "(repeatable)."),
+    ] = None,
+    prompt: Annotated[
+        str | None, typer.Option("--prompt", help="image: the prompt of every request.")
+    ] = None,
+    negative_prompt: Annotated[
+        str | None, typer.Option("--negative-prompt", help="image: the negative prompt.")
     ] = None,
     like: Annotated[
         str | None,
@@ -404,11 +447,16 @@ def bench(
     from gpuledger.bench.flags import flags_document, require, spec_of
     from gpuledger.bench.like import check_dataset, engine_of_repeat, repeat
     from gpuledger.bench.runner import Hooks, run_bench_async
+    from gpuledger.cli.bench_image import check_image_flags, engine_for_task
     from gpuledger.records import ServerSpec
     from gpuledger.store import open_store
 
     values = dict(ctx.params)
     given = {name for name in values if _from_command_line(ctx, name)}
+    engine = values["engine"] = engine_for_task(task, engine, "engine" in given)
+    check_image_flags(engine, given)
+    values["set"] = values.pop("set_inputs")
+    values["given"] = given
     stored = None
     if like is not None:
         with open_store(db) as store:

@@ -35,6 +35,21 @@ def engine_for_task(task: str | None, engine: str, engine_given: bool) -> str:
     return engine
 
 
+IMAGE_FLAGS = ("steps", "height", "width", "batch_size", "guidance", "scheduler", "num_images", "workflow",
+               "set_inputs", "prompt", "negative_prompt")
+
+
+def check_image_flags(engine: str, given: set[str]) -> None:
+    """An image flag given to a text engine is refused (it would be ignored otherwise)."""
+    if engine_kind(engine).spec is ImageSpec:
+        return
+    used = [f"--{name.removesuffix('_inputs').replace('_', '-')}" for name in IMAGE_FLAGS if name in given]
+    if used:
+        raise UsageError(
+            f"{', '.join(used)}: for --task image (diffusers, comfyui, openai-images), not --engine {engine}"
+        )
+
+
 def _n(value: float | None, fmt: str = ".3f", unit: str = "") -> str:
     return "n/a" if value is None else f"{value:{fmt}}{unit}"
 

@@ -416,11 +416,28 @@ def run_cmd(
         typer.Option("--repeat", min=1, max=100, help="Measure N times, one stored run each, in one group "
                      "(g-…): the answer gives each figure's mean with its 95 % interval."),
     ] = 1,
+    task: Annotated[
+        str, typer.Option("--task", help="text (an LLM, the default) or image (dummy:sdxl on a GPU with "
+                          "room, else dummy:tiny-sd; docs/image.md).")
+    ] = "text",
     db: DbOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """The whole evaluation in one command: doctor → bench (in-process PyTorch) → cost → HTML report."""
     from gpuledger.telemetry.remote import check_remote_urls
+
+    if task not in ("text", "image"):
+        raise UsageError(f"--task must be text or image, got {task!r}")
+    if task == "image":
+        from gpuledger.cli.run_image import run_image
+
+        if memory_budget is not None or telemetry_from or repeats > 1:
+            raise UsageError("--memory-budget, --telemetry-from and --repeat are for --task text")
+        if html is not None:
+            check_target(html)
+        run_image(device=device, model=model, dtype=dtype, profile=profile, html=html, label=label,
+                  quick=quick, db=db, json_out=json_out)
+        return
 
     check_remote_urls(telemetry_from or ())
     from gpuledger.bench.choice import choose_run

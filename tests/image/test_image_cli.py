@@ -1,0 +1,201 @@
+"""``gpuledger bench --task image`` and ``gpuledger run --task image`` on the command line: the issue's
+"done when" (a tiny-sd run with seconds per image and per-stage times, priced per 1,000 images by
+``cost --profile cpu-cloud``), ComfyUI and OpenAI-images runs against loopback servers, and the one-line
+refusals with their exit codes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from comfy_replay import Knobs, ReplayServer
+
+from gpuledger.cli.main import main
+
+CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "captures" / "comfyui"
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str]]:
+    def run(*args: str) -> tuple[int, str, str]:
+        code = main(list(args))
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return run
+
+
+@pytest.fixture
+def comfy() -> Iterator[str]:
+    """A replay ComfyUI server on its own thread and event loop (the CLI runs its own)."""
+    ready = threading.Event()
+    box: dict[str, Any] = {}
+
+    def serve() -> None:
+        async def main() -> None:
+            async with ReplayServer(Knobs()) as srv:
+                box["url"] = srv.url
+                box["stop"] = asyncio.Event()
+                box["loop"] = asyncio.get_running_loop()
+                ready.set()
+                await box["stop"].wait()
+
+        asyncio.run(main())
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    assert ready.wait(10)
+    yield str(box["url"])
+    box["loop"].call_soon_threadsafe(box["stop"].set)
+    t.join(10)
+
+
+@pytest.mark.slow
+def test_done_when_tiny_sd_is_stored_and_priced_per_thousand_images(
+    cli: Callable[..., tuple[int, str, str]],
+) -> None:
+    code, out, err = cli(
+        "bench",
+        "--task",
+        "image",
+        "--engine",
+        "diffusers",
+        "--model",
+        "dummy:tiny-sd",
+        "--num-images",
+        "4",
+        "--steps",
+        "4",
+        "--height",
+        "64",
+        "--width",
+        "64",
+        "--json",
+    )
+    assert code == 0, err
+    run = json.loads(out)
+    s = run["summary"]
+    assert s["kind"] == "image_generation" and s["images_total"] == 4
+    assert s["seconds_per_image"]["p50"] > 0 and s["seconds_per_image"]["n"] == 4
+    for stage in ("text_encode_s", "denoise_s", "decode_s"):
+        assert s["stage_times"][stage]["n"] == 4
+    code, out, err = cli("cost", run["id"], "--profile", "cpu-cloud", "--json")
+    assert code == 0, err
+    cost = json.loads(out)
+    assert cost["usd_per_1k_images"] > 0 and cost["throughput"]["images_per_s"] > 0
+
+
+def test_a_comfyui_workflow_on_the_command_line(cli: Callable[..., tuple[int, str, str]], comfy: str) -> None:
+    code, out, err = cli(
+        "bench",
+        "--task",
+        "image",
+        "--engine",
+        "comfyui",
+        "--base-url",
+        comfy,
+        "--workflow",
+        str(CAPTURES / "api_flux_schnell.json"),
+        "--steps",
+        "3",
+        "--height",
+        "256",
+        "--width",
+        "256",
+        "--num-images",
+        "3",
+        "--concurrency",
+        "2",
+        "--set",
+        "31.cfg=1.5",
+        "--json",
+    )
+    assert code == 0, err
+    run = json.loads(out)
+    assert run["summary"]["images_total"] == 3 and run["summary"]["resolution"] == "256×256"
+    assert run["config"]["node_overrides"] == [{"node": "31", "input": "cfg", "value": 1.5}]
+    assert "31 KSampler.cfg = 1.5" in run["server"]["comfyui"]["settings_applied"]
+    code, out, _ = cli(
+        "bench",
+        "--task",
+        "image",
+        "--engine",
+        "comfyui",
+        "--base-url",
+        comfy,
+        "--workflow",
+        str(CAPTURES / "api_flux_schnell.json"),
+        "--steps",
+        "3",
+        "--num-images",
+        "2",
+    )
+    assert code == 0 and "images/min" in out and "run id:" in out
+
+
+def test_a_ui_format_workflow_is_exit_2_in_one_line(
+    cli: Callable[..., tuple[int, str, str]], comfy: str
+) -> None:
+    code, _, err = cli(
+        "bench",
+        "--task",
+        "image",
+        "--engine",
+        "comfyui",
+        "--base-url",
+        comfy,
+        "--workflow",
+        str(CAPTURES / "ui_image_sdxl_simple.json"),
+    )
+    assert code == 2 and "Export (API)" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "text"),
+    [
+        (["--engine", "diffusers", "--dataset", "random"], 2, "--dataset is for text generation"),
+        (["--engine", "comfyui"], 2, "--engine comfyui needs --workflow"),
+        (["--engine", "diffusers", "--concurrency", "2"], 2, "give --batch-size"),
+        (
+            ["--engine", "openai", "--num-images", "2"],
+            2,
+            "--task image runs diffusers, comfyui or openai-images",
+        ),
+        (["--engine", "openai-images", "--base-url", "http://127.0.0.1:9"], 6, "cannot connect"),
+        (["--engine", "diffusers", "--height", "64"], 2, "give --height and --width together"),
+    ],
+)
+def test_refusals_are_one_line_with_their_exit_code(
+    cli: Callable[..., tuple[int, str, str]], args: list[str], code: int, text: str
+) -> None:
+    got, _, err = cli("bench", "--task", "image", *args)
+    assert got == code and text in err and "Traceback" not in err
+
+
+def test_a_pipeline_that_cannot_fit_is_exit_8(cli: Callable[..., tuple[int, str, str]]) -> None:
+    if psutil.virtual_memory().available > 80 * 1024**3:
+        pytest.skip("this machine has the RAM for flux-dev in fp32")
+    code, _, err = cli(
+        "bench", "--task", "image", "--model", "dummy:flux-dev", "--device", "cpu", "--dtype", "fp32"
+    )
+    assert code == 8 and "does not fit" in err
+
+
+@pytest.mark.slow
+def test_run_task_image_is_doctor_bench_cost_report(
+    cli: Callable[..., tuple[int, str, str]], tmp_path: Path
+) -> None:
+    html = tmp_path / "r.html"
+    code, out, err = cli("run", "--task", "image", "--profile", "cpu-cloud", "--html", str(html), "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["task"] == "image" and doc["model"] == "dummy:tiny-sd" and doc["status"] == "complete"
+    assert doc["metrics"]["images"] == 8 and doc["metrics"]["seconds_per_image_p50"] > 0
+    assert doc["cost"]["usd_per_1k_images"] > 0 and doc["doctor"] is not None
+    assert html.is_file() and '<img src="data:image/png;base64,' in html.read_text()
