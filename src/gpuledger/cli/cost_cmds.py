@@ -6,17 +6,16 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.text import Text
 
 from gpuledger.cli.common import DbOpt, JsonOpt, console, print_json, warn
+from gpuledger.cli.cost_render import render_comparison, render_cost, render_estimate
 from gpuledger.cli.groups import any_group, compare_group_args, cost_group
 from gpuledger.errors import NotFoundError, StoreError, UsageError
 
 if TYPE_CHECKING:
     from gpuledger.catalog import Catalog, GpuSpec
-    from gpuledger.cost import Comparison, CostProfile, Estimate, RunCost
+    from gpuledger.cost import CostProfile, RunCost
     from gpuledger.records import DoctorRunRecord, RunInfo
-    from gpuledger.report.layout import Cell, Notes
     from gpuledger.store import Store
 
 NA = "—"
@@ -30,26 +29,6 @@ ProfileOpt = Annotated[
         "Default: the catalog preset of the run's GPU.",
     ),
 ]
-
-
-# ------------------------------------------------------------------------------------- formatting
-def _num(value: float | None, fmt: str = ",.4g") -> str:
-    if value is None:
-        return NA
-    if fmt == ",.4g" and abs(value) >= 1000:
-        return format(value, ",.0f")
-    return format(value, fmt)
-
-
-def _money(value: float | None, currency: str, per: str = "") -> str:
-    if value is None:
-        return NA
-    digits = ",.2f" if abs(value) >= 100 else ",.4g"
-    return f"{format(value, digits)} {currency}{per}"
-
-
-def _pct(value: float | None) -> str:
-    return NA if value is None else f"{value:.0%}"
 
 
 # ------------------------------------------------------------------------------------- shared plumbing
@@ -93,143 +72,6 @@ def _cost(
         gpus=gpus,
         gpu=gpu,
     )
-
-
-def render_operating_point(cost: RunCost, notes: Notes) -> None:
-    """What each stage of a sweep would cost under the same hourly cost, the priced one marked (the
-    rule that picked it is a "why" line of the answer)."""
-    from gpuledger.cost.model import money_prefix
-    from gpuledger.report.layout import print_table
-
-    op = cost.operating_point
-    if not op:
-        return
-    cur = cost.currency
-    head = cost.inputs.unit(cost.headline)
-    rate_key = cost.summary.rate_key(cost.headline)
-    price_key = head.price_key(money_prefix(cur))
-    rows = []
-    for row in op["stages"]:
-        mark = " ◀ priced" if row["stage"] == op["stage"] else ""
-        rows.append((
-            row["stage"] + mark,
-            _num(row.get(rate_key)),
-            _pct(row.get("slo_met_ratio")),
-            _money(row.get(price_key), ""),
-        ))
-    print_table(
-        console,
-        f"Every stage under the same hourly cost ({cur})",
-        ("stage", head.rate_text, "SLOs met", f"{cur} {head.per_text()}"),
-        rows,
-    )
-
-
-def _cost_rows(cost: RunCost) -> list[tuple[str, str]]:
-    """The cost per unit of work: each unit's price, what a currency unit buys, the extras of the run's
-    kind (input and output tokens priced separately, the price at SLO), and the energy per unit."""
-    from gpuledger.cost.model import money_prefix
-
-    cur = cost.currency
-    p = money_prefix(cur)
-    ev, inp = cost.evaluation, cost.inputs
-    d = cost.to_dict()
-    rows: list[tuple[str, str]] = []
-    for u in cost.summary.price_units():
-        value = ev.cost_per(u)
-        if value is not None or u == cost.headline:
-            rows.append((f"{cur} {inp.unit(u).per_text()}", _money(value, cur)))
-    split = d.get("split")
-    if isinstance(split, dict) and split.get("rule"):
-        for key, words in (("input", "input"), ("output", "output")):
-            rows.append((
-                f"  priced separately: {cur} per 1M {words} tokens",
-                _money(split.get(f"{p}_per_1m_{key}_tokens"), cur),
-            ))
-    at_slo = {inp.unit(u).price_key(p) + "_at_slo": inp.unit(u) for u in cost.summary.price_units()}
-    for key, unit in at_slo.items():
-        value = d.get(key)
-        if isinstance(value, int | float):
-            rows.append((f"{cur} {unit.per_text()} at SLO", _money(value, cur)))
-    for u in cost.summary.yield_units():
-        value = ev.per_money(u)
-        if value is not None:
-            rows.append((f"{inp.unit(u).plural} per {cur}", _num(value, ",.0f")))
-    for u in cost.summary.yield_units():
-        joules = cost.energy.get(f"joules_per_{inp.unit(u).singular_key}")
-        if isinstance(joules, int | float):
-            mark = " (estimate)" if cost.energy.get("estimate") else ""
-            rows.append((f"J per {inp.unit(u).singular}{mark}", _num(joules)))
-    return rows
-
-
-def render_cost(cost: RunCost, notes: Notes | None = None, *, answer: bool = True) -> None:
-    """The answer first (price, key figures, power, why), then what the price is made of: the hourly
-    cost, every stage of a sweep, the cost per unit of work, and every input with its source. Long
-    provenance sentences are printed once, at the end, and referred to by their marker."""
-    from gpuledger.cost.breakeven import run_sensitivity
-    from gpuledger.report.headline import cost_answer
-    from gpuledger.report.layout import Notes, paragraph, print_table
-    from gpuledger.report.terminal import print_answer
-
-    own_notes = notes is None
-    notes = Notes() if notes is None else notes
-    run = cost.run
-    cur = cost.currency
-    notes.file(cost.power.source)
-    name = f"{run.label} (run {run.id})" if run.label.strip() else f"run {run.id}"
-    if answer:
-        print_answer(cost_answer(cost, run_sensitivity(cost), name), console, notes)
-    described = f": {notes.cell(cost.profile.description)}" if cost.profile.description else ""
-    paragraph(
-        console,
-        f"model {run.model or NA}, engine {run.engine or NA}; profile {cost.profile.name} "
-        f"({cost.profile.mode}, {cur}){described}",
-        style="dim",
-        indent=2,
-    )
-    hourly = cost.evaluation.hourly
-    shares = hourly.shares()
-    labels = {
-        "capex": "hardware amortisation",
-        "rental": "rental",
-        "energy": "energy (W x PUE x price)",
-        "labour": "labour (setup + maintenance)",
-        "other": "other opex (hosting, software)",
-    }
-    rows: list[tuple[Cell, ...]] = []
-    for key, value in hourly.components().items():
-        if value or key == "labour" or (key == "energy" and hourly.mode == "ownership"):
-            rows.append((labels[key], _money(value, ""), _pct(shares[key])))
-    rows.append((Text("total", style="bold"), Text(_money(hourly.total, ""), style="bold"), "100%"))
-    print_table(console, f"Hourly cost ({cur} per wall-clock hour)", ("component", f"{cur}/h", "share"), rows)
-    render_operating_point(cost, notes)
-    print_table(console, "Cost per unit of work", ("metric", "value"), _cost_rows(cost))
-    d = cost.to_dict()
-    split = d.get("split")
-    if isinstance(split, dict) and split.get("rule"):
-        paragraph(console, notes.shorten(str(split["rule"])), lead="split rule: ", indent=2)
-    energy = cost.energy
-    energy_text = str(energy.get("method") or energy.get("reason") or NA)
-    paragraph(console, notes.shorten(energy_text), lead="energy: ", indent=2)
-    inputs = []
-    for key, row in d["inputs"].items():
-        value = row["value"]
-        inputs.append((
-            key,
-            _num(value)
-            if isinstance(value, int | float) and not isinstance(value, bool)
-            else NA if value is None else str(value),
-            str(row["unit"]),
-            notes.cell(str(row["source"])),
-        ))
-    print_table(console, "Inputs", ("input", "value", "unit", "source"), inputs, align_numbers=False)
-    for a in cost.assumptions:
-        paragraph(console, notes.shorten(a), lead="assumption: ", indent=2)
-    for w in cost.warnings:
-        paragraph(console, notes.shorten(w), lead=Text("warning: ", style="yellow"), indent=2)
-    if own_notes:
-        notes.print(console)
 
 
 def cost_cmd(
@@ -323,115 +165,6 @@ def parse_profile_args(values: Sequence[str], run_args: Sequence[str]) -> tuple[
     return per_run, default
 
 
-def render_comparison(comp: Comparison) -> None:
-    """The ratio first (with its decomposition), then each run's price, the hourly-cost difference,
-    break-even values, sensitivity and the warnings."""
-    from gpuledger.cost.model import money_prefix
-    from gpuledger.report.headline import price_line, ratio_answer
-    from gpuledger.report.layout import Notes, paragraph, print_table
-    from gpuledger.report.terminal import print_answer
-
-    notes = Notes()
-    cur = comp.currency
-    p = money_prefix(cur)
-    answer = ratio_answer(comp)
-    if answer is not None:
-        print_answer(answer, console, notes)
-        console.print()
-    head = comp.costs[0].inputs.unit(comp.costs[0].headline)
-    rows = []
-    for c, row in zip(comp.costs, comp.to_dict()["runs"], strict=True):
-        rows.append((
-            row["run_id"],
-            ", ".join(row["devices"]) or NA,
-            row["profile"],
-            _money(row[f"{p}_per_hour"], ""),
-            price_line(c),
-            _num(row.get(head.per_money_key(p)), ",.0f"),
-            notes.cell(str(row["power_source"]), 30),
-        ))
-    print_table(
-        console,
-        f"Runs ({cur}; price per run's own unit)",
-        ("run", "devices", "profile", f"{cur}/h", "price", f"{head.plural} per {cur}", "power"),
-        rows,
-    )
-    for c in comp.costs:
-        if c.operating_point:
-            paragraph(
-                console,
-                f"{c.run.id} priced at stage {c.operating_point['stage']} of its sweep: "
-                f"{c.operating_point['rule']}",
-                indent=2,
-            )
-    for pair in comp.pairs:
-        dec = pair.decomposition
-        a, b = pair.a.run.id, pair.b.run.id
-        console.print()
-        paragraph(
-            console,
-            Text(f"{a} vs {b}: ratio {pair.ratio:.3g}x ({pair.words()} per {cur}; {a} / {b})", style="bold"),
-            indent=2,
-        )
-        paragraph(
-            console,
-            f"= throughput {dec['throughput_ratio']:.3g}x  x  utilisation {dec['utilisation_ratio']:.3g}x"
-            f"  x  hourly cost (B/A) {dec['hourly_cost_ratio']:.3g}x",
-            lead="  ",
-            indent=4,
-        )
-        carried = dec.get("share_of_log_ratio")
-        if carried:
-            paragraph(
-                console,
-                ", ".join(f"{k.replace('_', ' ')} {v:.0%}" for k, v in carried.items()),
-                lead="  carried by: ",
-                indent=4,
-            )
-        diff = dec["hourly"]["difference_as_share_of_a"]
-        paragraph(
-            console,
-            ", ".join(f"{k} {v:+.0%}" for k, v in diff.items() if v) or "none",
-            lead="  hourly cost difference (B - A, share of A's): ",
-            indent=4,
-        )
-        print_table(
-            console,
-            "Break-even (B's value at which A and B cost the same per unit)",
-            ("input of B", "now", "break-even", "unit", "ratio check"),
-            [
-                (
-                    be.input,
-                    _num(be.current),
-                    _num(be.value) if be.value is not None else notes.cell(be.reason or NA, 20),
-                    be.unit,
-                    "" if be.verified_ratio is None else f"{be.verified_ratio:.6f}",
-                )
-                for be in pair.break_even
-            ],
-        )
-        print_table(
-            console,
-            "Sensitivity: each input -20 % / +20 % -> ratio",
-            ("input", "run", "value", "-20 %", "+20 %", "note"),
-            [
-                (
-                    row.input,
-                    f"{row.run} {row.run_id}",
-                    _num(row.value),
-                    f"{row.ratio_at_minus_20pct:.3g}x",
-                    f"{row.ratio_at_plus_20pct:.3g}x",
-                    row.note or "",
-                )
-                for row in pair.sensitivity[:12]
-            ],
-            keys=2,
-        )
-        for w in pair.warnings:
-            paragraph(console, notes.shorten(w), lead=Text("warning: ", style="yellow"), indent=2)
-    notes.print(console)
-
-
 def compare_cmd(
     runs: Annotated[
         list[str],
@@ -494,49 +227,6 @@ def compare_cmd(
 
 
 # ------------------------------------------------------------------------------------- estimate
-def _ratio_text(value: float | None) -> str:
-    """A utilisation share with significant digits: 0.0058 %, 4.3 %, never a "0%" that hides a figure."""
-    if value is None:
-        return NA
-    from gpuledger.report import fmt
-
-    return f"{fmt.num(value * 100, 2)} %"
-
-
-def render_estimate(est: Estimate) -> None:
-    from gpuledger.report.layout import Notes, paragraph
-
-    notes = Notes()
-    paragraph(
-        console,
-        Text("ESTIMATE", style="bold yellow")
-        + Text(
-            f" (roofline model, not a measurement): run {est.run.id} measured on {est.source.name} -> "
-            f"{est.target.name}"
-        ),
-        indent=2,
-    )
-    sc = est.scale
-    paragraph(
-        console,
-        f"throughput x{sc.speedup:.3g} (bandwidth x{sc.bandwidth_ratio:.3g}, compute "
-        f"x{sc.compute_ratio:.3g}, prefill share {sc.prefill_share:.0%})",
-        indent=2,
-    )
-    eff = est.efficiency
-    if eff.get("mfu") is not None or eff.get("mbu") is not None:
-        paragraph(
-            console,
-            f"measured efficiency carried over: MFU {_ratio_text(eff.get('mfu'))}, "
-            f"MBU {_ratio_text(eff.get('mbu'))}",
-            indent=2,
-        )
-    render_cost(est.cost, notes)
-    for a in est.assumptions:
-        paragraph(console, notes.shorten(a), lead="assumption: ", indent=2)
-    notes.print(console)
-
-
 def estimate_cmd(
     run_id: Annotated[str, typer.Argument(help="A run measured on a GPU the catalog knows.")],
     gpu: Annotated[
