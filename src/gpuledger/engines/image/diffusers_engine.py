@@ -180,6 +180,8 @@ class DiffusersEngine:
             )
         if self.memory_estimate is not None:
             out["memory_estimate_bytes"] = self.memory_estimate
+        if device is not None and device.type != "cuda":
+            out["peak_device_memory"] = CPU_MEMORY_NOTE
         return out
 
     def resolved(self, spec: ImageSpec) -> ImageSpec:
@@ -372,8 +374,6 @@ class DiffusersEngine:
             result.decode_s = sum(b - a for a, b in rec.decode)
         if cuda and self.device is not None:
             result.peak_memory_bytes = int(torch.cuda.max_memory_allocated(self.device.torch_device))
-        else:
-            result.notes.append(CPU_MEMORY_NOTE)
         if error is None:
             images = list(getattr(out, "images", None) or [])
             result.images = len(images)
