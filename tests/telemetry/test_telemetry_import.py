@@ -255,3 +255,24 @@ def test_importing_the_same_log_twice_stores_its_samples_once(tmp_path: Path,
         store.close()
     assert [d["device"] for d in run.telemetry_summary] == ["nvidia:0@twice"]
     assert len(samples) == first["samples_stored"]
+
+
+def test_hostile_rows_are_counted_and_the_rest_imported(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    run_id = stored_run()
+    bad = {5: "2026/11/30 14:02:00.300, -1, 100.00 W, 1 %, 1 MiB", 6: "\x00\x01\x02 binary",
+           7: "2026/11/30 14:02:00.300, 0, 1e400 W, 1 %, 1 MiB", 8: '2026/11/30 14:02:00.300, 0, "300 W, 1 %'}
+    log = nvidia_smi_log(tmp_path / "hostile.csv", {0: lambda t: 300.0}, extra_lines=bad)
+    log.write_bytes(b"\xef\xbb\xbf" + log.read_bytes())  # saved by an editor: a byte-order mark first
+    got = imported(capsys, run_id, log)
+    doc = got.pop("_doc")
+    assert doc["malformed_rows"] == 4 and set(got) == {"nvidia:0@hostile"}
+    assert got["nvidia:0@hostile"]["energy_j"] == pytest.approx(300.0 * WINDOW_S)
+
+
+def test_a_binary_file_is_one_line_and_exit_4(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_id = stored_run()
+    log = tmp_path / "core.bin"
+    log.write_bytes(bytes(range(256)) * 64)
+    code, _, err = run_cli(capsys, "telemetry", "import", run_id, str(log))
+    assert code == 4 and "Traceback" not in err and "format" in err

@@ -183,7 +183,7 @@ def parse_nvidia_smi(data: str) -> ParsedLog:
             t = parse_wall(cells[ts_col])
             uuid = cells[uuid_col].strip() if uuid_col >= 0 else None
             if idx_col >= 0:
-                gpu = int(cells[idx_col].strip())
+                gpu = _gpu_index(cells[idx_col])
             else:
                 gpu = _index_for(log, uuid or "")
             values = [(_NVIDIA[key], _number(cells[i], unit)) for i, (key, unit) in cols.items()]
@@ -202,6 +202,13 @@ def parse_nvidia_smi(data: str) -> ParsedLog:
     if header is None:
         raise InvalidInputError("the nvidia-smi log is empty")
     return log
+
+
+def _gpu_index(cell: str) -> int:
+    text = cell.strip()
+    if not text.isdigit() or len(text) > 6:
+        raise ValueError(f"GPU index {text[:20]!r} is not a small whole number")
+    return int(text)
 
 
 def _index_for(log: ParsedLog, uuid: str) -> int:
@@ -243,7 +250,7 @@ def parse_amd_smi(data: str) -> ParsedLog:
             continue
         try:
             t = parse_wall(cells[ts_col])
-            gpu = int(cells[gpu_col].strip())
+            gpu = _gpu_index(cells[gpu_col])
             values = [(_AMD[key], _number(cells[i], None)) for i, key in cols.items()]
         except ValueError as exc:
             log.bad(n, str(exc))
@@ -258,7 +265,7 @@ def parse_amd_smi(data: str) -> ParsedLog:
     return log
 
 
-_DMON_ROW = re.compile(r"^(?P<ts>.*?)\s*(?P<entity>GPU)\s+(?P<id>\d+)\s+(?P<rest>.*)$")
+_DMON_ROW = re.compile(r"^(?P<ts>.*?)\s*(?P<entity>GPU)\s+(?P<id>\d{1,6})\s+(?P<rest>.*)$")
 
 
 def _split_ts(prefix: str) -> float | None:
@@ -338,6 +345,7 @@ def detect_format(data: str) -> LogFormat:
 
 def parse_log(data: str, fmt: LogFormat | None = None) -> ParsedLog:
     """The readings of a log (module docstring); ``fmt`` None: told from its first lines."""
+    data = data.removeprefix("\ufeff")  # a byte-order mark (a log saved by an editor)
     chosen = fmt or detect_format(data)
     parser = {"nvidia-smi": parse_nvidia_smi, "amd-smi": parse_amd_smi, "dcgm": parse_dcgm}[chosen]
     return parser(data)
