@@ -22,6 +22,7 @@ from gpuledger.cli.files import check_target, write_output
 from gpuledger.errors import InvalidInputError, NotFoundError
 from gpuledger.quantity import Quantity
 from gpuledger.records import RequestRecord, RunInfo, dump_summary
+from gpuledger.urls import redact_url
 
 if TYPE_CHECKING:
     from gpuledger.store import Store
@@ -220,7 +221,8 @@ def _header_rows(run: RunInfo, env_hash: str | None) -> list[tuple[str, str]]:
         ("started", _local(run.started_at, "%Y-%m-%d %H:%M:%S %Z")),
         ("finished", _local(run.finished_at, "%Y-%m-%d %H:%M:%S %Z")),
         ("duration", NA if run.duration_s is None else f"{run.duration_s:,.1f} s"),
-        ("engine", run.engine or NA), ("model", run.model or NA), ("server URL", run.base_url or NA),
+        ("engine", run.engine or NA), ("model", run.model or NA),
+        ("server URL", redact_url(run.base_url) if run.base_url else NA),
         ("unit of work", run.unit), ("requests stored", f"{run.num_requests:,}"),
         ("environment hash", env_hash or NA),
     ]
@@ -334,7 +336,7 @@ def show(
     json_out: JsonOpt = False,
 ) -> None:
     """Show one run: header, summary, latency, environment, telemetry, saved cost evaluations."""
-    from gpuledger.store.exchange import run_to_dict
+    from gpuledger.store.document import run_to_dict
 
     with _open(db) as store:
         info = store.get_run(run)
@@ -414,7 +416,7 @@ def show(
 
 
 def _csv_bytes(requests: list[RequestRecord]) -> bytes:
-    from gpuledger.store.exchange import CSV_COLUMNS, csv_rows
+    from gpuledger.store.document import CSV_COLUMNS, csv_rows
 
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")

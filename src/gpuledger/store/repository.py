@@ -15,7 +15,7 @@ from sqlalchemy.engine import URL, Connection, Engine
 
 from gpuledger.errors import InvalidInputError, NotFoundError, StoreError
 from gpuledger.records import DoctorRunRecord, RequestRecord, RunInfo, RunStatus, TelemetrySample
-from gpuledger.store import exchange
+from gpuledger.store import document, exchange
 from gpuledger.store.engine import (
     LOCK_WAIT,
     WRITE,
@@ -469,7 +469,7 @@ class Store:
                 .order_by(telemetry.c.t, telemetry.c.id)
             ).all()
         info = self._readable(run)
-        return exchange.export_document(
+        return document.export_document(
             info, self._requests_from_rows(run_id, req_rows), (TelemetrySample(*r) for r in tel_rows)
         )
 
@@ -480,7 +480,7 @@ class Store:
         file or a clash leaves the store unchanged. A run exported while ``running`` arrives as
         ``incomplete`` (its writer is not here to finish it).
         """
-        info, reqs, samples = exchange.parse_document(doc)
+        info, reqs, samples = document.parse_document(doc)
         if not new_id:
             check_run_id(info.id)
         if info.status == "running":
