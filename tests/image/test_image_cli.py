@@ -199,3 +199,40 @@ def test_run_task_image_is_doctor_bench_cost_report(
     assert doc["metrics"]["images"] == 8 and doc["metrics"]["seconds_per_image_p50"] > 0
     assert doc["cost"]["usd_per_1k_images"] > 0 and doc["doctor"] is not None
     assert html.is_file() and '<img src="data:image/png;base64,' in html.read_text()
+
+
+def test_bench_like_repeats_an_image_runs_workload(
+    cli: Callable[..., tuple[int, str, str]], comfy: str
+) -> None:
+    code, out, err = cli(
+        "bench",
+        "--task",
+        "image",
+        "--engine",
+        "comfyui",
+        "--base-url",
+        comfy,
+        "--workflow",
+        str(CAPTURES / "api_image_sdxl_simple.json"),
+        "--steps",
+        "3",
+        "--height",
+        "128",
+        "--width",
+        "128",
+        "--num-images",
+        "2",
+        "--json",
+    )
+    assert code == 0, err
+    first = json.loads(out)
+    code, out, err = cli("bench", "--like", first["id"], "--base-url", comfy, "--num-images", "3", "--json")
+    assert code == 0, err
+    again = json.loads(out)
+    assert again["engine"] == "comfyui" and again["config"]["like"]["overridden"] == ["num_images"]
+    assert (again["config"]["steps"], again["config"]["height"], again["config"]["workflow_sha256"]) == (
+        3,
+        128,
+        first["config"]["workflow_sha256"],
+    )
+    assert again["summary"]["images_total"] == 3

@@ -83,7 +83,7 @@ FLAG_FIELDS[ImageSpec] = {  # bench --task image (bench/image_flags.py)
 REPEAT_NEEDS: dict[type[BenchSpec], tuple[str, ...]] = {
     ServerSpec: ("dataset", "load"),
     TorchSpec: ("model.spec", "batch_size", "input_tokens", "output_tokens", "requests_planned"),
-    ImageSpec: ("model", "num_images"),
+    ImageSpec: ("num_images",),
 }
 
 
@@ -255,5 +255,7 @@ def flags_document(kind: EngineKind, values: Mapping[str, Any]) -> dict[str, Any
 
 def require(spec: BenchSpec) -> None:
     """``UsageError`` when the spec still lacks what the run needs (after ``--like`` filled it in)."""
+    if isinstance(spec, ImageSpec) and spec.engine == "comfyui" and not spec.workflow:
+        raise UsageError("--engine comfyui needs --workflow FILE.json (a workflow in ComfyUI's API format)")
     if isinstance(spec, TorchSpec) and spec.model is None:
         raise UsageError("--engine torch needs --model (dummy:NAME, a directory, or a Hugging Face id)")

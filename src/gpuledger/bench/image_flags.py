@@ -87,10 +87,6 @@ def image_document(
             "--scheduler is for --engine diffusers: a ComfyUI workflow names its sampler and scheduler "
             "(set them with --set NODE.sampler_name=... / NODE.scheduler=...)"
         )
-    if kind.name == "comfyui" and workflow is None:
-        raise UsageError(
-            "--engine comfyui needs --workflow FILE.json (your workflow in ComfyUI's API format)"
-        )
     if batch_size < 1:
         raise UsageError(f"--batch-size must be at least 1, got {batch_size}")
     if guidance is not None and not (math.isfinite(guidance) and guidance >= 0):

@@ -453,8 +453,8 @@ def bench(
 
     values = dict(ctx.params)
     given = {name for name in values if _from_command_line(ctx, name)}
-    engine = values["engine"] = engine_for_task(task, engine, "engine" in given)
-    check_image_flags(engine, given)
+    if like is None or "engine" in given or task is not None:  # a repeat's engine is the stored run's
+        engine = values["engine"] = engine_for_task(task, engine, "engine" in given)
     values["set"] = values.pop("set_inputs")
     values["given"] = given
     stored = None
@@ -464,6 +464,7 @@ def bench(
         kind = engine_of_repeat(stored, engine, given)
     else:
         kind = engine_kind(engine)
+    check_image_flags(kind.name, given)
     asked = flags_document(kind, values)
     spec = repeat(stored, asked, kind, given) if stored is not None else spec_of(kind, asked)
     require(spec)  # every flag problem is exit 2 before anything is opened

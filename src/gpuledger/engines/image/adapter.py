@@ -149,6 +149,12 @@ def comfyui_factory() -> Factory:
                 "--engine comfyui needs --workflow FILE.json (a workflow in ComfyUI's API format)"
             )
         workflow = load_workflow(Path(s.workflow).expanduser())
+        if s.workflow_sha256 and workflow.sha256 != s.workflow_sha256:
+            raise UsageError(
+                f"--workflow {s.workflow} is not the workflow the run asked for (sha256 "
+                f"{workflow.sha256[:12]}… here, {s.workflow_sha256[:12]}… in the spec): give the same file, "
+                "or --workflow to use this one"
+            )
         engine = ComfyUIEngine(
             s, workflow, request_timeout_s=s.request_timeout_s or 600.0, api_key=_api_key(s, options)
         )
