@@ -184,3 +184,24 @@ def test_truncated_or_shuffled_real_lines_never_crash_the_parser(lines: list[str
         parse_engine_metrics("\n".join(lines))
     except EngineMetricsError:
         pass
+
+
+def test_an_engine_url_with_a_password_is_used_but_never_shown() -> None:
+    """`monitor --engine-url http://user:pass@host` (issue 16, item 5): the events, the status document and
+    the errors say `user:***@`."""
+    import asyncio
+
+    import aiohttp
+
+    from gpuledger.engines.server_metrics import EngineMetricsError, fetch_engine_metrics
+
+    async def refused() -> str:
+        async with aiohttp.ClientSession() as session:
+            try:
+                await fetch_engine_metrics(session, "http://bob:s3cret@127.0.0.1:9/metrics", 1.0)
+            except EngineMetricsError as exc:
+                return str(exc)
+        return ""
+
+    message = asyncio.run(refused())
+    assert "s3cret" not in message and "bob:***@127.0.0.1:9" in message

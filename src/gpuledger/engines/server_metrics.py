@@ -40,6 +40,7 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuledger.errors import EngineError
+from gpuledger.urls import redact_text, redact_url
 
 EngineKind = Literal["vllm", "sglang", "llamacpp"]
 MAX_BODY_BYTES = 32 * 1024 * 1024
@@ -151,19 +152,23 @@ async def fetch_engine_metrics(session: aiohttp.ClientSession, url: str, timeout
                                allow_redirects=False) as resp:
             if resp.status != 200:
                 status = f"HTTP {resp.status} {resp.reason or ''}".rstrip()
-                raise EngineMetricsError(f"GET {url} answered {status}")
+                raise EngineMetricsError(f"GET {redact_url(url)} answered {status}")
             chunks: list[bytes] = []
             size = 0
             async for chunk in resp.content.iter_chunked(65536):
                 size += len(chunk)
                 if size > MAX_BODY_BYTES:
-                    raise EngineMetricsError(f"GET {url}: response larger than {MAX_BODY_BYTES // 2**20} MiB")
+                    raise EngineMetricsError(
+                        f"GET {redact_url(url)}: response larger than {MAX_BODY_BYTES // 2**20} MiB"
+                    )
                 chunks.append(chunk)
             return b"".join(chunks).decode("utf-8", errors="replace")
     except TimeoutError as exc:
-        raise EngineMetricsError(f"GET {url}: no answer within {timeout_s:g} s") from exc
+        raise EngineMetricsError(f"GET {redact_url(url)}: no answer within {timeout_s:g} s") from exc
     except aiohttp.ClientError as exc:
-        raise EngineMetricsError(f"GET {url}: {type(exc).__name__}: {exc}") from exc
+        raise EngineMetricsError(
+            f"GET {redact_url(url)}: {type(exc).__name__}: {redact_text(str(exc))}"
+        ) from exc
 
 
 async def scrape_engine(session: aiohttp.ClientSession, url: str, timeout_s: float) -> EngineCounters:

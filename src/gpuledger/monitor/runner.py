@@ -29,6 +29,7 @@ from gpuledger.monitor.exporter import MetricsServer, make_registry
 from gpuledger.monitor.pricing import choose_profile, power_fallbacks
 from gpuledger.monitor.state import MonitorState, human_duration
 from gpuledger.telemetry import Sampler, SourceError, close_sources, open_sources
+from gpuledger.urls import redact_url
 
 LogFn = Callable[[str], None]
 ENGINE_MIN_PERIOD_S = 1.0
@@ -136,7 +137,7 @@ class Monitor:
         lines.append(f"alert: utilisation below {self.config.alert_util * 100:g} % for "
                      f"{human_duration(self.config.alert_window_s)}")
         if st.engine is not None:
-            lines.append(f"engine metrics: {st.engine.url} (window "
+            lines.append(f"engine metrics: {redact_url(st.engine.url)} (window "
                          f"{human_duration(self.config.engine_window_s)})")
         return lines
 

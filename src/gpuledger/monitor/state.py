@@ -19,6 +19,7 @@ from gpuledger.monitor.engine import EnginePoint, EngineWindow
 from gpuledger.monitor.pricing import GPU_VENDORS, PowerFallback, accounted_devices
 from gpuledger.telemetry import DeviceInfo, Reading, Sampler
 from gpuledger.telemetry.sampler import EnergyMethod, counter_check, trapezoid_energy_j
+from gpuledger.urls import redact_url
 
 COUNTER_CHECK_INTERVALS = 30  # intervals with both figures before the counter is judged
 GAP_PERIODS = 3  # no reading for more than this many periods: a gap (not integrated across)
@@ -502,7 +503,7 @@ class MonitorState:
             if not eng.up:
                 what = "reachable" if eng.scrapes == 0 and eng.failures == 0 else "back"
                 models = f" serving {', '.join(counters.models)}" if counters.models else ""
-                line = f"engine {counters.kind} at {eng.url} {what}{models}"
+                line = f"engine {counters.kind} at {redact_url(eng.url)} {what}{models}"
                 logs.append(self._event(now, "engine_up", line))
             eng.up, eng.reason, eng.last = True, None, counters
             eng.scrapes += 1
@@ -522,7 +523,8 @@ class MonitorState:
             eng.up, eng.reason = False, reason
             eng.failures += 1
             if was_up or old != reason:
-                line = f"engine metrics at {eng.url} unavailable: {reason} — still serving the rest"
+                shown = redact_url(eng.url)
+                line = f"engine metrics at {shown} unavailable: {reason} — still serving the rest"
                 return [self._event(now, "engine_down", line)]
             return []
 
@@ -560,7 +562,7 @@ class MonitorState:
             if self.engine is not None:
                 e = self.engine
                 stats = e.window.stats()
-                engine = {"url": e.url, "up": e.up, "reason": e.reason, "scrapes": e.scrapes,
+                engine = {"url": redact_url(e.url), "up": e.up, "reason": e.reason, "scrapes": e.scrapes,
                           "failures": e.failures, "last": e.last.to_dict() if e.last else None,
                           "window": stats.to_dict() if stats else None}
             return {
