@@ -22,8 +22,12 @@ _RULE = re.compile(r"^[\s\u2500-\u257f]+$")
 _VERTICAL = "│┃"
 
 
+_PART = re.compile(r"\(\d+/\d+\)\s*$")  # "(1/2)": the part of a table split in two, in its title
+
+
 def numbers(text: str) -> set[str]:
-    return {m.group() for line in text.splitlines() for m in NUMBER.finditer(FRAME.sub(" ", line))}
+    lines = [_PART.sub("", FRAME.sub(" ", line)) for line in text.splitlines()]
+    return {m.group() for line in lines for m in NUMBER.finditer(line)}
 
 
 def too_wide(text: str, width: int) -> list[str]:

@@ -39,6 +39,8 @@ _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*(?:[eE][-+]?\d+)?")
 _NUMBER_WITH_UNIT = re.compile(r"^[-+~]?[\d,]*\.?\d+(e[-+]?\d+)?\s?[%xA-Za-z/µ]{0,8}$")
 _BLANKS = frozenset({"", MISSING, "n/a", "-"})
 _BREAK_AFTER = frozenset("/_-,.;:)]|=+")
+# Two numbers side by side ("2025-06-01 12:00:00") stay on one line up to this many cells.
+GLUE = 24
 # A word up to this long is not folded (a longer one folds, preferably after a separator: "amortisation_").
 TEXT_FLOOR = 12
 # A cell longer than this that explains where a number came from belongs in the notes, not the table.
@@ -56,16 +58,29 @@ def _number_mask(s: str) -> list[bool]:
     return mask
 
 
+def _words(s: str, start: int, end: int) -> list[tuple[int, int]]:
+    return [(m.start() + start, m.end() + start) for m in re.finditer(r"\S+", s[start:end])]
+
+
 def _units(s: str, start: int, end: int) -> list[tuple[int, int]]:
-    """The unbreakable-at-a-space units of ``s[start:end]``: words, with the words on both sides of a
-    space between two digits joined (a date and its time, "81.3 / 95.0" stays breakable at the slash)."""
-    words = [(m.start() + start, m.end() + start) for m in re.finditer(r"\S+", s[start:end])]
+    """The units of ``s[start:end]`` a line keeps together when it can: words, with two words on both
+    sides of a space between two digits joined (a date and its time; "81.3 / 95.0" breaks at the slash).
+    Only two, and at most ``GLUE`` cells: a row of numbers still breaks between them when it must."""
     units: list[tuple[int, int]] = []
-    for ws, we in words:
-        if units and s[units[-1][1] - 1].isdigit() and s[ws].isdigit():
+    joined = False
+    for ws, we in _words(s, start, end):
+        if (
+            units
+            and not joined
+            and s[units[-1][1] - 1].isdigit()
+            and s[ws].isdigit()
+            and cell_len(s[units[-1][0] : we]) <= GLUE
+        ):
             units[-1] = (units[-1][0], we)
+            joined = True
         else:
             units.append((ws, we))
+            joined = False
     return units
 
 
@@ -137,6 +152,8 @@ def wrap_spans(s: str, width: int) -> list[tuple[int, int]]:
         if not units:
             lines.append((seg_start, seg_start))
             continue
+        # Two numbers kept together but too wide for the line break between them after all.
+        units = [w for u in units for w in (_words(s, *u) if cell_len(s[u[0] : u[1]]) > width else [u])]
         for us, ue in units:
             if current is not None and cell_len(s[current[0] : ue]) <= width:
                 current = (current[0], ue)
@@ -177,15 +194,17 @@ def wrap(text: Cell, width: int) -> Text:
     return Text("\n").join(t[a:b] for a, b in spans)
 
 
-def min_width(text: str) -> int:
-    """The narrowest column ``text`` wraps into without cutting a number."""
+def min_width(text: str, *, keep_pairs: bool = True) -> int:
+    """The narrowest column ``text`` wraps into without cutting a number (``keep_pairs``: nor breaking
+    between two numbers side by side)."""
     mask = _number_mask(text)
     widths = [0]
     pos = 0
+    units = _units if keep_pairs else _words
     for segment in text.split("\n"):
         start, end = pos, pos + len(segment)
         pos = end + 1
-        widths.extend(_longest_piece(text, mask, us, ue) for us, ue in _units(text, start, end))
+        widths.extend(_longest_piece(text, mask, us, ue) for us, ue in units(text, start, end))
     return max(widths)
 
 
@@ -321,7 +340,9 @@ def _plain(c: Cell) -> str:
     return c.plain if isinstance(c, Text) else c
 
 
-def _column_widths(g: Grid) -> tuple[list[int], list[int]]:
+def _column_widths(g: Grid, hard: bool = False) -> tuple[list[int], list[int]]:
+    """Each column's natural width and its minimum: readable (words up to ``TEXT_FLOOR`` whole, a date with
+    its time) or, ``hard``, the least that keeps every number whole."""
     numeric = g.numeric()
     natural, minimum = [], []
     for i, header in enumerate(g.columns):
@@ -330,9 +351,11 @@ def _column_widths(g: Grid) -> tuple[list[int], list[int]]:
         if not g.header:
             header = ""
         nat = max(nat_cells, natural_width(header), 1)
-        head_min = max(min_width(header), min(TEXT_FLOOR, longest_word(header)))
+        head_min = max(min_width(header), 0 if hard else min(TEXT_FLOOR, longest_word(header)))
         if numeric[i]:
             low = max(nat_cells, head_min)
+        elif hard:
+            low = max(max((min_width(c, keep_pairs=False) for c in cells), default=0), head_min)
         else:
             words = max((longest_word(c) for c in cells), default=0)
             low = max(max((min_width(c) for c in cells), default=0), min(TEXT_FLOOR, words), head_min)
@@ -341,9 +364,10 @@ def _column_widths(g: Grid) -> tuple[list[int], list[int]]:
     return natural, minimum
 
 
-def fit(g: Grid, width: int) -> list[int] | None:
-    """Column widths (content, without padding and borders) that fit ``width``, or None."""
-    natural, minimum = _column_widths(g)
+def fit(g: Grid, width: int, hard: bool = False) -> list[int] | None:
+    """Column widths (content, without padding and borders) that fit ``width``, or None (``hard``: down
+    to the least that keeps every number whole)."""
+    natural, minimum = _column_widths(g, hard)
     room = width - g.overhead()
     if sum(natural) <= room:
         return natural
@@ -366,7 +390,7 @@ def fit(g: Grid, width: int) -> list[int] | None:
     return widths
 
 
-def _split(g: Grid, width: int) -> list[Grid] | None:
+def _split(g: Grid, width: int, hard: bool = False) -> list[Grid] | None:
     """``g`` cut into consecutive groups of columns, each with the key columns, that each fit."""
     k = max(1, min(g.keys, len(g.columns) - 1))
     keys = list(range(k))
@@ -374,14 +398,14 @@ def _split(g: Grid, width: int) -> list[Grid] | None:
     current: list[int] = []
     for j in range(k, len(g.columns)):
         trial = [*keys, *current, j]
-        if fit(g.part(trial, ""), width) is not None:
+        if fit(g.part(trial, ""), width, hard) is not None:
             current.append(j)
             continue
         if not current:
             return None
         groups.append(current)
         current = [j]
-        if fit(g.part([*keys, j], ""), width) is None:
+        if fit(g.part([*keys, j], ""), width, hard) is None:
             return None
     if current:
         groups.append(current)
@@ -390,7 +414,7 @@ def _split(g: Grid, width: int) -> list[Grid] | None:
     n = len(groups)
     size = -(-len(rest) // n)
     even = [rest[i : i + size] for i in range(0, len(rest), size)]
-    if len(even) == n and all(fit(g.part([*keys, *grp], ""), width) is not None for grp in even):
+    if len(even) == n and all(fit(g.part([*keys, *grp], ""), width, hard) is not None for grp in even):
         groups = even
     return [
         g.part([*keys, *grp], f"{g.title} ({i + 1}/{n})" if g.title else "") for i, grp in enumerate(groups)
@@ -398,23 +422,22 @@ def _split(g: Grid, width: int) -> list[Grid] | None:
 
 
 def layout(g: Grid, width: int) -> list[tuple[Grid, list[int] | None]]:
-    """The table(s) to print for ``g`` at ``width``: as it is, turned, or split (None: nothing fits;
-    printed at its narrowest)."""
-    widths = fit(g, width)
-    if widths is not None:
-        return [(g, widths)]
-    if len(g.rows) >= 1 and len(g.columns) > 2:
-        t = g.turned()
-        widths = fit(t, width)
+    """The table(s) to print for ``g`` at ``width``: as it is, turned, or split — readably if it can,
+    else at the least width that keeps every number whole (None: not even that fits; printed as it is)."""
+    turnable = len(g.rows) >= 1 and len(g.columns) > 2
+    for hard in (False, True):
+        widths = fit(g, width, hard)
         if widths is not None:
-            return [(t, widths)]
-    parts = _split(g, width)
-    if parts is not None:
-        return [(p, fit(p, width)) for p in parts]
-    if len(g.rows) >= 1 and len(g.columns) > 2:
-        parts = _split(g.turned(), width)
-        if parts is not None:
-            return [(p, fit(p, width)) for p in parts]
+            return [(g, widths)]
+        if turnable:
+            t = g.turned()
+            widths = fit(t, width, hard)
+            if widths is not None:
+                return [(t, widths)]
+        for grid in (g, g.turned()) if turnable else (g,):
+            parts = _split(grid, width, hard)
+            if parts is not None:
+                return [(p, fit(p, width, hard)) for p in parts]
     return [(g, None)]
 
 
