@@ -254,9 +254,22 @@ def summarize(
         for params in stages:
             name = params.get("stage", "")
             sub = [r for r in records if r.stage == name]
-            out_stages.append(TextStageSummary(**params, **_summary_fields(sub, slo or {})))
+            window = _window_bounds(sub)
+            bounds = {"window_start_s": window[0], "window_end_s": window[1]} if window else {}
+            out_stages.append(TextStageSummary(**params, **_summary_fields(sub, slo or {}), **bounds))
         fields["stages"] = out_stages
     return TextGenerationSummary(**fields)
+
+
+def _window_bounds(records: Sequence[RequestRecord]) -> tuple[float, float] | None:
+    """(first send, last finish) of ``records`` on the run's clock, or None without requests."""
+    sends = [r.t_send for r in records]
+    ends = [
+        e for e in (r.t_end if r.t_end is not None else last_token_time(r) for r in records) if e is not None
+    ]
+    if not sends or not ends:
+        return None
+    return min(sends), max(max(ends), min(sends))
 
 
 def _summary_fields(records: Sequence[RequestRecord], slo: dict[str, float]) -> dict[str, Any]:

@@ -42,7 +42,7 @@ from gpuledger.bench.validity import schedule_summary, verdict
 from gpuledger.engines.base import GenResult
 from gpuledger.errors import GpuledgerError, StoreError
 from gpuledger.facts.cpu import usable_cpus
-from gpuledger.records import RequestRecord, RunInfo, RunStatus, TelemetrySample
+from gpuledger.records import RequestRecord, RunInfo, RunStatus, RunSummary, TelemetrySample
 from gpuledger.records.spec import TelemetryRecord, TelemetrySource
 from gpuledger.store.engine import StoreLockedError
 from gpuledger.store.exchange import telemetry_problem
@@ -164,6 +164,7 @@ class RunWriter:
         self.t0_monotonic = 0.0
         self._thread: StoreThread | None = None
         self._sampler: BackgroundSampler | None = None
+        self._stopped: BackgroundSampler | None = None  # the sampler of the finished window
         self._sources: list[Sampler] = []
         self._note = TelemetryRecord(enabled=telemetry, interval_s=telemetry_interval_s)
         self._proc = psutil.Process()
@@ -227,10 +228,35 @@ class RunWriter:
             samples = sampler.stop()
             summaries = [s.to_dict() for s in sampler.summaries()]
             self._noted(sources=[_source(s) for s in sampler.statuses()])
+            self._stopped = sampler
             return samples, summaries
         finally:
             close_sources(self._sources)
             self._sources = []
+
+    def _stage_telemetry(self, summary: RunSummary, summaries: list[dict[str, Any]]) -> None:
+        """Each device's power and energy over each stage's own window (a sweep is priced at one stage: its
+        J per unit must be that stage's, not the whole sweep's), in the device's ``stages``."""
+        sampler = self._stopped
+        if sampler is None or not summaries:
+            return
+        by_key = {d.get("device"): d for d in summaries}
+        for stage in summary.stage_summaries():
+            window = stage.stage_window()
+            if window is None or window[1] <= window[0]:
+                continue
+            for part in sampler.summaries(between=window):
+                dev = by_key.get(part.device)
+                if dev is None:
+                    continue
+                d = part.to_dict()
+                dev.setdefault("stages", {})[stage.stage_name()] = {
+                    k: d.get(k)
+                    for k in ("window_s", "mean_power_w", "peak_power_w", "energy_j", "energy_method",
+                              "energy_reason", "valid", "validity_reason", "reasons", "mean_util_ratio",
+                              "peak_util_ratio")
+                    if k in d
+                }
 
     def _warn(self, message: str) -> None:
         if self.on_warning is not None:
@@ -337,6 +363,7 @@ class RunWriter:
         summary = self.info.config.summarize(records) or summarize(records, slo=self.slo, stages=self.stages)
         if extra_summary:
             summary = summary.amended(**extra_summary)
+        self._stage_telemetry(summary, summaries)
         self._store_notes(client)
         if self._send_lags:
             client["send_schedule"] = schedule_summary(self._send_lags)

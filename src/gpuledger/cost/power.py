@@ -185,9 +185,11 @@ def _cpu_power(run: RunInfo, profile: CostProfile, cpu: DeviceView | None) -> Po
     )
 
 
-def _measured_only(run: RunInfo, kind: str, used: list[DeviceView]) -> PowerResolution:
+def _measured_only(
+    run: RunInfo, kind: str, used: list[DeviceView], cpu: DeviceView | None = None
+) -> PowerResolution:
     """A rental profile: the measured power when every device has a valid reading, else none."""
-    devs = list(used) if kind == "gpu" else ([d] if kind == "cpu" and (d := cpu_device(run)) else [])
+    devs = list(used) if kind == "gpu" else ([d] if kind == "cpu" and (d := cpu or cpu_device(run)) else [])
     if devs and all(d.mean_power_w is not None and d.power_valid for d in devs):
         watts = sum(d.mean_power_w or 0.0 for d in devs)
         per = [{"device": d.key, "name": d.name, "power_w": d.mean_power_w,
@@ -238,11 +240,13 @@ def resolve_power(
     given: PowerResolution | None = None,
     gpu: str | None = None,
     origin: Origin | None = None,
+    cpu: DeviceView | None = None,
 ) -> PowerResolution:
     """Serving and idle power of the run's devices, with where the figures came from. ``given``: device
     power already worked out by the caller (the estimate), used unless the profile sets ``power_w``;
     ``gpu``: the GPU a run without telemetry of its devices ran on (``--gpu``, else the profile's);
-    ``origin``: a published point's provenance (its published power per GPU, if any)."""
+    ``origin``: a published point's provenance (its published power per GPU, if any); ``cpu``: the CPU's
+    view to use (a sweep stage's), else the run's."""
     named = gpu or profile.gpu
     if profile.power_w is not None:
         res = PowerResolution(
@@ -255,11 +259,11 @@ def resolve_power(
         if profile.mode == "rental":
             return replace(res, needed=False)
     elif profile.mode == "rental":
-        return _measured_only(run, kind, used)
+        return _measured_only(run, kind, used, cpu)
     elif kind == "gpu":
         res = _gpu_power(run, profile, used, n, catalog)
     elif kind == "cpu":
-        res = _cpu_power(run, profile, cpu_device(run))
+        res = _cpu_power(run, profile, cpu or cpu_device(run))
     elif named is not None:
         why = f"a point {origin.by}, published without its power" if origin is not None else None
         res = named_gpu_power(run, named, max(n, 1), catalog, why)

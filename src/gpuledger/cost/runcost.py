@@ -206,9 +206,10 @@ def _rates(run: RunInfo, summary: RunSummary) -> tuple[dict[str, float], str]:
 
 def _energy(
     run: RunInfo, kind: str, used: list[DeviceView], power: PowerResolution, summary: RunSummary | None,
-    published: bool = False,
+    published: bool = False, cpu: DeviceView | None = None,
 ) -> dict[str, Any]:
-    """Energy over the run's window and per unit of work (``joules_per_<unit>``)."""
+    """Energy over the run's window (or the priced stage's: ``summary`` and the device views are then the
+    stage's) and per unit of work (``joules_per_<unit>``)."""
     window = summary.window_s if summary is not None else None
     units = summary.yield_units() if summary is not None else []
     work = summary.work() if summary is not None else {}
@@ -228,7 +229,7 @@ def _energy(
     if kind == "gpu":
         devs = list(used)
     elif kind == "cpu":
-        cpu = cpu_device(run)
+        cpu = cpu or cpu_device(run)
         devs = [cpu] if cpu is not None else []
     if power.measured and devs and all(d.energy_j is not None and d.power_valid for d in devs):
         joules = sum(d.energy_j or 0.0 for d in devs)
@@ -255,6 +256,21 @@ def _energy(
         "excludes": "facility overhead (PUE)",
         **per_unit(joules),
     }
+
+
+def _stage_views(
+    stage: str, kind: str, used: list[DeviceView], cpu: DeviceView | None
+) -> tuple[list[DeviceView], DeviceView | None] | None:
+    """The devices over one stage's window, when every device the price rests on recorded it."""
+    if kind == "gpu":
+        views = [d.for_stage(stage) for d in used]
+        if views and all(v is not None for v in views):
+            return [v for v in views if v is not None], cpu
+        return None
+    if kind == "cpu" and cpu is not None:
+        view = cpu.for_stage(stage)
+        return (used, view) if view is not None else None
+    return None
 
 
 def _enters_cost(profile: CostProfile, name: str, setup_hours: float) -> bool:
@@ -381,7 +397,13 @@ def cost_of_run(
             + (f" ({named})" if named else "")
             + " as the profile / command line say"
         )
-    power = resolve_power(run, profile, kind, used, n, cat, given=power, gpu=named, origin=origin)
+    # A sweep priced at one stage: that stage's own power and energy, when the run recorded them per stage.
+    staged = _stage_views(op.stage, kind, used, cpu) if op is not None else None
+    if staged is not None:
+        used, cpu = staged
+    power = resolve_power(
+        run, profile, kind, used, n, cat, given=power, gpu=named, origin=origin, cpu=cpu
+    )
     setup_hours, setup_source = resolve_setup_hours(profile, doctor_records, run)
     units = {u: priced.unit(u) for u in rates}
     inputs = CostInputs(profile, n, power.serving_w, power.idle_w, rates, head, units, setup_hours)
@@ -389,8 +411,12 @@ def cost_of_run(
     point = _operating_point_dict(op, inputs, priced) if op is not None else None
     if op is not None:
         assumptions.append(
-            f"priced at stage {op.stage} of the sweep: {op.rule}; power and energy are the whole sweep's "
-            "(telemetry is not split by stage)"
+            f"priced at stage {op.stage} of the sweep: {op.rule}; "
+            + (
+                f"power and energy are stage {op.stage}'s own (its window)"
+                if staged is not None
+                else "power and energy are the whole sweep's (the run did not record them per stage)"
+            )
         )
         if op.warning:
             warnings.append(op.warning)
@@ -432,7 +458,10 @@ def cost_of_run(
         idle_gpus=[f"{d.key} {d.name}" for d in idle],
         power=power,
         setup_source=setup_source,
-        energy=_energy(run, kind, used, power, run.summary, published=origin is not None),
+        energy=_energy(
+            run, kind, used, power, priced if staged is not None else run.summary,
+            published=origin is not None, cpu=cpu,
+        ),
         assumptions=assumptions,
         warnings=warnings,
         operating_point=point,

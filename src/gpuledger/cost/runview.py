@@ -8,7 +8,7 @@ keeps the older rule, non-zero peak utilisation (``gpu_devices``)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpuledger.records import RunInfo
@@ -42,6 +42,7 @@ class DeviceView:
     assigned: bool | None = None  # None: the run has no record of what it was assigned
     assigned_by: str | None = None
     samples: int | None = None
+    stages: Mapping[str, Mapping[str, Any]] | None = None  # each sweep stage's own power and energy
 
     @property
     def is_gpu(self) -> bool:
@@ -85,6 +86,24 @@ class DeviceView:
             assigned=assigned if isinstance(assigned, bool) else None,
             assigned_by=str(d.get("assigned_by")) if d.get("assigned_by") else None,
             samples=samples if isinstance(samples, int) and not isinstance(samples, bool) else None,
+            stages=d["stages"] if isinstance(d.get("stages"), Mapping) else None,
+        )
+
+    def for_stage(self, stage: str) -> DeviceView | None:
+        """This device over one stage's window of a sweep (runs since the writer records it), else None."""
+        part = (self.stages or {}).get(stage)
+        if not isinstance(part, Mapping):
+            return None
+        raw = part.get("reasons")
+        return replace(
+            self,
+            mean_power_w=_num(part.get("mean_power_w")),
+            energy_j=_num(part.get("energy_j")),
+            energy_method=part.get("energy_method") if isinstance(part.get("energy_method"), str) else None,
+            power_valid=part.get("valid") is not False,
+            validity_reason=str(part["validity_reason"]) if part.get("validity_reason") else None,
+            reasons=tuple(str(r) for r in raw) if isinstance(raw, list | tuple) else self.reasons,
+            stages=None,
         )
 
     @property

@@ -163,6 +163,10 @@ class RunSummary(Strict):
     def stage_name(self) -> str:
         return ""
 
+    def stage_window(self) -> tuple[float, float] | None:
+        """A stage's (start, end) on the run's clock, when recorded; None otherwise."""
+        return None
+
     def stage_params(self) -> dict[str, Any]:
         """The load a stage ran at (``{"concurrency": 4}``), for a stage summary; else {}."""
         return {}

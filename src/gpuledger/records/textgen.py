@@ -216,9 +216,18 @@ class TextStageSummary(TextGenerationSummary):
     concurrency: int | None = None
     rate_requests_per_s: float | None = None
     max_concurrency: int | None = None
+    # When the stage ran, on the run's clock (s; first send, last finish) — the window its energy is
+    # measured over. Absent in runs stored before stages recorded it.
+    window_start_s: float | None = None
+    window_end_s: float | None = None
 
     def stage_name(self) -> str:
         return self.stage
+
+    def stage_window(self) -> tuple[float, float] | None:
+        if self.window_start_s is None or self.window_end_s is None:
+            return None
+        return self.window_start_s, self.window_end_s
 
     def stage_params(self) -> dict[str, Any]:
         return {

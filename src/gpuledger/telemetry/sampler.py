@@ -408,14 +408,19 @@ class BackgroundSampler:
                 local.append(dev)
         return {k: (a.assigned, a.by) for k, a in decide(local, remote, self.env).items()}
 
-    def summaries(self, window_end: float | None = None) -> list[WindowSummary]:
+    def summaries(
+        self, window_end: float | None = None, between: tuple[float, float] | None = None
+    ) -> list[WindowSummary]:
         """One :class:`WindowSummary` per device seen by an available source (and per device a remote
-        selection names, seen or not), with what the run was assigned."""
+        selection names, seen or not), with what the run was assigned. ``between``: summarise that part of
+        the window instead (start, end in seconds on the samples' clock: a stage of a sweep)."""
         samples = self.samples()
         started = self._start if self._start is not None else self.t0
         start = 0.0 if self._window_from_t0 else started - self.t0
         end_abs = window_end if window_end is not None else (self._stopped_at or self._end)
         end = (end_abs if end_abs is not None else time.monotonic()) - self.t0
+        if between is not None:
+            start, end = between
         cpu_power_reasons = {
             s.name: s.reason or "unavailable"
             for s in self.all_sources
