@@ -83,6 +83,9 @@ def render_terminal(data: ReportData, console: Console) -> None:
                 print_answer(a, console, notes)
             for line in s.not_measured:
                 not_measured(console, line)
+            for t in s.tables:  # what the answer rests on (each run's validity checks)
+                if t.rows:
+                    print_grid(console, grid_of(t, notes))
             continue
         tables = list(s.tables)
         if s.key == "environment":
