@@ -114,21 +114,27 @@ class BuiltPipeline:
 
 
 def build_dummy(spec: DummyPipeline, dtype: Any, device: str) -> BuiltPipeline:
-    """The pipeline with random weights, on ``device`` in ``dtype`` (weights initialised once, on the CPU
-    for the tiny one and on the device for the others)."""
+    """The pipeline with random weights, made on ``device`` directly in ``dtype`` (torch's default dtype is
+    ``dtype`` while the networks are built: a 16-bit model never passes through fp32, whose copy would
+    double its memory peak)."""
     torch = import_torch()
     diffusers = import_diffusers()
     transformers = import_transformers()
     parts: dict[str, Any] = {}
     counts: dict[str, int] = {}
     target = torch.device(device)
-    with torch.device(target):
-        for name, comp in spec.models().items():
-            model = _model(diffusers, transformers, comp).to(dtype=dtype)
-            model.eval()
-            model.requires_grad_(False)
-            parts[name] = model
-            counts[name] = int(sum(p.numel() for p in model.parameters()))
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(target):
+            for name, comp in spec.models().items():
+                model = _model(diffusers, transformers, comp).to(dtype=dtype)
+                model.eval()
+                model.requires_grad_(False)
+                parts[name] = model
+                counts[name] = int(sum(p.numel() for p in model.parameters()))
+    finally:
+        torch.set_default_dtype(before)
     workdir = Path(tempfile.mkdtemp(prefix="gpuledger-tok-"))
     for name, tok in spec.tokenizers().items():
         parts[name] = _tokenizer(transformers, tok, workdir / name)
