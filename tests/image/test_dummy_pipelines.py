@@ -15,7 +15,7 @@ pytest.importorskip("diffusers")
 from gpuledger.engines.image.base import ImageResult, request_for
 from gpuledger.engines.image.catalog import dummy_pipeline, dummy_pipelines
 from gpuledger.engines.image.diffusers_engine import CPU_MEMORY_NOTE, DiffusersEngine
-from gpuledger.engines.image.pipelines import component_parameters, estimate_memory
+from gpuledger.engines.image.pipelines import build_dummy, component_parameters, estimate_memory
 from gpuledger.errors import ResourceError, UsageError
 from gpuledger.records.image import ImageSpec, summarize_images
 
@@ -146,3 +146,113 @@ def test_a_pipeline_that_cannot_fit_is_refused_before_it_is_built() -> None:
         ResourceError, match=r"dummy:flux-dev \(16.9B params, fp32\) at 1024×1024.*does not fit"
     ):
         asyncio.run(DiffusersEngine(spec).open(1))
+
+
+# The published architectures scaled down (every other field as published), so that each pipeline class
+# runs on this CPU with the tokenizers the dummies build: SDXL's two CLIPs, SD3's two CLIPs and T5, FLUX's
+# CLIP and T5.
+TOY = {
+    "sdxl": {
+        "unet": dict(
+            block_out_channels=[32, 64],
+            attention_head_dim=[2, 4],
+            transformer_layers_per_block=[1, 1],
+            down_block_types=["DownBlock2D", "CrossAttnDownBlock2D"],
+            up_block_types=["CrossAttnUpBlock2D", "UpBlock2D"],
+            cross_attention_dim=64,
+            projection_class_embeddings_input_dim=8 * 6 + 32,
+            addition_time_embed_dim=8,
+        ),
+        "text_encoder": dict(
+            hidden_size=32,
+            intermediate_size=37,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            projection_dim=32,
+        ),
+        "text_encoder_2": dict(
+            hidden_size=32,
+            intermediate_size=37,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            projection_dim=32,
+        ),
+        "vae": dict(
+            block_out_channels=[32, 64],
+            down_block_types=["DownEncoderBlock2D"] * 2,
+            up_block_types=["UpDecoderBlock2D"] * 2,
+        ),
+    },
+    "sd3-medium": {
+        "transformer": dict(
+            num_layers=2,
+            attention_head_dim=8,
+            num_attention_heads=4,
+            caption_projection_dim=32,
+            joint_attention_dim=32,
+            pooled_projection_dim=64,
+            pos_embed_max_size=32,
+            sample_size=32,
+        ),
+        "text_encoder": dict(
+            hidden_size=32,
+            intermediate_size=37,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            projection_dim=32,
+        ),
+        "text_encoder_2": dict(
+            hidden_size=32,
+            intermediate_size=37,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            projection_dim=32,
+        ),
+        "text_encoder_3": dict(d_model=32, d_ff=37, d_kv=8, num_heads=4, num_layers=2),
+        "vae": dict(
+            block_out_channels=[32, 64],
+            down_block_types=["DownEncoderBlock2D"] * 2,
+            up_block_types=["UpDecoderBlock2D"] * 2,
+        ),
+    },
+    "flux-dev": {
+        "transformer": dict(
+            num_layers=1,
+            num_single_layers=1,
+            attention_head_dim=16,
+            num_attention_heads=2,
+            joint_attention_dim=32,
+            pooled_projection_dim=32,
+            axes_dims_rope=[4, 6, 6],
+        ),
+        "text_encoder": dict(
+            hidden_size=32,
+            intermediate_size=37,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            projection_dim=32,
+        ),
+        "text_encoder_2": dict(d_model=32, d_ff=37, d_kv=8, num_heads=4, num_layers=2),
+        "vae": dict(
+            block_out_channels=[32, 64],
+            down_block_types=["DownEncoderBlock2D"] * 2,
+            up_block_types=["UpDecoderBlock2D"] * 2,
+        ),
+    },
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(TOY))
+def test_each_pipeline_class_runs_with_the_built_in_tokenizers(name: str) -> None:
+    import torch
+
+    spec = dummy_pipeline(f"dummy:{name}")
+    comps = {
+        k: (c.model_copy(update={"config": {**c.config, **TOY[name][k]}}) if k in TOY[name] else c)
+        for k, c in spec.components.items()
+    }
+    built = build_dummy(spec.model_copy(update={"components": comps}), torch.float32, "cpu")
+    extra = {"max_sequence_length": 32} if built.max_sequence_length else {}
+    out = built.pipe("a cat", num_inference_steps=2, height=64, width=64, guidance_scale=3.0, **extra)
+    assert built.pipeline_class == spec.pipeline and out.images[0].size == (64, 64)
