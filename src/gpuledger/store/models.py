@@ -159,6 +159,37 @@ cost_evaluations = sa.Table(
     sa.Index(None, "run_id"),
 )
 
+# Revision 0003: benchmark matrices (``gpuledger matrix``, bench/matrix.py) and their cells. A cell's natural
+# key (matrix, cell key, repeat) is unique, and so is the run it points at: a retried or resumed cell
+# replaces its unfinished run, it never adds a second one (store/matrix.py).
+matrices = sa.Table(
+    "matrices",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("plan_digest", sa.String(128), nullable=False),
+    sa.Column("plan", _json(), nullable=False),
+)
+
+matrix_cells = sa.Table(
+    "matrix_cells",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("matrix_id", sa.String(64), sa.ForeignKey("matrices.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("cell_key", sa.String(200), nullable=False),
+    sa.Column("repeat_index", sa.Integer, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("run_id", sa.String(64), nullable=True),
+    sa.Column("reason", sa.Text, nullable=True),
+    sa.Column("params", _json(), nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+    sa.UniqueConstraint("matrix_id", "cell_key", "repeat_index"),
+    sa.UniqueConstraint("run_id"),
+)
+
 # Every RunInfo field the table stores as a JSON document, with its empty value.
 RUN_JSON_FIELDS: dict[str, Any] = {
     "workload": dict,

@@ -28,6 +28,7 @@ from gpuledger.store.engine import (
 )
 from gpuledger.store.ids import MIN_PREFIX, check_run_id, new_run_id
 from gpuledger.store.liveness import Writer, current_writer, writer_alive
+from gpuledger.store.matrix import MatrixCells
 from gpuledger.store.migrate import ensure_schema
 from gpuledger.store.models import cost_evaluations, doctor_runs, requests, runs, telemetry
 
@@ -106,8 +107,9 @@ def open_store(url: str | None = None) -> Store:
     return Store(engine, parsed)
 
 
-class Store:
-    """Runs, their requests and telemetry, doctor runs and cost evaluations, in SQLite or PostgreSQL.
+class Store(MatrixCells):
+    """Runs, their requests and telemetry, doctor runs and cost evaluations, in SQLite or PostgreSQL; the
+    cells of benchmark matrices (``store.matrix``).
 
     Every method is one transaction: it commits before returning, or changes nothing and raises.
     Run ids given by a user may be unambiguous prefixes (``get_run``, ``get_requests``,
