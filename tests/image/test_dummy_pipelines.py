@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from pathlib import Path
 
 import psutil
 import pytest
@@ -256,3 +257,30 @@ def test_each_pipeline_class_runs_with_the_built_in_tokenizers(name: str) -> Non
     extra = {"max_sequence_length": 32} if built.max_sequence_length else {}
     out = built.pipe("a cat", num_inference_steps=2, height=64, width=64, guidance_scale=3.0, **extra)
     assert built.pipeline_class == spec.pipeline and out.images[0].size == (64, 64)
+
+
+@pytest.mark.slow
+def test_a_diffusers_folder_is_loaded_with_from_pretrained(tmp_path: Path) -> None:
+    import torch
+
+    from gpuledger.engines.image.pipelines import folder_parameters
+
+    built = build_dummy(dummy_pipeline("dummy:tiny-sd"), torch.float32, "cpu")
+    built.pipe.save_pretrained(tmp_path / "tiny", safe_serialization=True)
+    assert folder_parameters(tmp_path / "tiny") == built.components  # read from the safetensors headers
+    spec = ImageSpec(
+        engine="diffusers", model=str(tmp_path / "tiny"), steps=2, height=64, width=64, device="cpu"
+    )
+    results, engine = _run(spec, 1, thumbs=0)
+    assert results[0].error is None and results[0].images == 1
+    resolved = engine.resolved(spec)
+    assert resolved.pipeline == "StableDiffusionPipeline" and resolved.parameters == built.parameters
+    assert resolved.memory_estimate_bytes is not None
+
+
+def test_a_folder_that_is_not_a_diffusers_pipeline_is_refused(tmp_path: Path) -> None:
+    from gpuledger.errors import InvalidInputError
+
+    spec = ImageSpec(engine="diffusers", model=str(tmp_path), device="cpu")
+    with pytest.raises(InvalidInputError, match="not a diffusers folder"):
+        asyncio.run(DiffusersEngine(spec).open(1))

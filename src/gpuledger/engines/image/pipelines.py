@@ -166,10 +166,12 @@ def load_folder(path: Path, dtype: Any, device: str) -> BuiltPipeline:
     if not (path / "model_index.json").is_file():
         raise InvalidInputError(f"--model {path}: not a diffusers folder (no model_index.json)")
     diffusers = import_diffusers()
+    parts = str(diffusers.__version__).split(".")
+    release = (int(parts[0]), int(parts[1])) if len(parts) > 1 and parts[1].isdigit() else (0, 0)
+    # diffusers 0.42 takes dtype= (torch_dtype= is deprecated there); older releases take torch_dtype=
+    dtype_kwarg = {"dtype": dtype} if release >= (0, 42) else {"torch_dtype": dtype}
     try:
-        pipe = diffusers.DiffusionPipeline.from_pretrained(
-            str(path), torch_dtype=dtype, local_files_only=True
-        )
+        pipe = diffusers.DiffusionPipeline.from_pretrained(str(path), local_files_only=True, **dtype_kwarg)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise EngineError(f"--model {path}: diffusers could not load it: {str(exc).splitlines()[0]}") from exc
     except ImportError as exc:
