@@ -231,7 +231,10 @@ def test_all_warmup_requests_failing_is_an_engine_error_without_a_run(
         (["--endpoint", "generate"], "--endpoint generate is not an endpoint of --engine openai"),
         (["--engine", "ollama", "--endpoint", "completions"], "is not an endpoint of --engine ollama"),
         (["--device", "cpu"], "--device and --dtype are for --engine torch only"),
-        (["--engine", "grpc"], "--engine must be openai, ollama, torch, diffusers, comfyui or openai-images"),
+        (
+            ["--engine", "grpc"],
+            "--engine must be openai, ollama, torch, diffusers, comfyui, openai-images or torch-train",
+        ),
         (["--rate", "-1"], "--rate must be a positive"),
         (["--warmup", "-1"], "--warmup must be 0 or more"),
         (["--concurrency", "0"], "--concurrency must be at least 1"),

@@ -18,11 +18,13 @@ from typing import Any
 
 from gpuledger.bench.image_flags import image_from
 from gpuledger.bench.metrics import parse_slo
+from gpuledger.bench.train_flags import TRAIN_FLAG_FIELDS, TRAIN_REPEAT_NEEDS, train_from
 from gpuledger.engines import EngineKind, engine_kind
 from gpuledger.errors import UsageError
 from gpuledger.records import BenchSpec, ServerSpec, TorchSpec
 from gpuledger.records.image import ImageSpec
 from gpuledger.records.spec import DEFAULT_NUM_REQUESTS, checked, settled
+from gpuledger.records.trainspec import TrainSpec
 from gpuledger.workload.load import load_from_flags, parse_sweep
 
 SAMPLING = "server defaults (no temperature/top_p sent)"
@@ -85,6 +87,8 @@ REPEAT_NEEDS: dict[type[BenchSpec], tuple[str, ...]] = {
     TorchSpec: ("model.spec", "batch_size", "input_tokens", "output_tokens", "requests_planned"),
     ImageSpec: ("num_images",),
 }
+FLAG_FIELDS[TrainSpec] = TRAIN_FLAG_FIELDS  # bench --task train (bench/train_flags.py)
+REPEAT_NEEDS[TrainSpec] = TRAIN_REPEAT_NEEDS
 
 
 def server_document(
@@ -243,6 +247,7 @@ _BUILDERS: dict[type[BenchSpec], Callable[[EngineKind, Mapping[str, Any]], dict[
     ServerSpec: _server_from,
     TorchSpec: _torch_from,
     ImageSpec: image_from,
+    TrainSpec: train_from,
 }
 
 
@@ -259,3 +264,5 @@ def require(spec: BenchSpec) -> None:
         raise UsageError("--engine comfyui needs --workflow FILE.json (a workflow in ComfyUI's API format)")
     if isinstance(spec, TorchSpec) and spec.model is None:
         raise UsageError("--engine torch needs --model (dummy:NAME, a directory, or a Hugging Face id)")
+    if isinstance(spec, TrainSpec) and spec.model is None:
+        raise UsageError("--task train needs --model (dummy:NAME or a model folder)")

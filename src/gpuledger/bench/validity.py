@@ -29,7 +29,7 @@ finished            the run ended as planned (not interrupted, not aborted)     
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gpuledger.bench.metrics import e2e_s, last_token_time, percentile, ttft_s
@@ -44,6 +44,7 @@ from gpuledger.bench.validity_checks import (
     prompt_prefixes,
     warmup_count,
 )
+from gpuledger.bench.validity_training import TRAINING_KIND, training_rules
 from gpuledger.records import RequestRecord, RunInfo, RunSummary, TextGenerationSummary
 from gpuledger.records.spec import BatchStage, BenchSpec, ConcurrencyStage
 from gpuledger.records.validity import Check, NotChecked, Verdict
@@ -101,7 +102,7 @@ def verdict(info: RunInfo, records: Records) -> Verdict:
         raise ValueError("verdict() needs the run's summary")
     checks: list[Check] = []
     skipped: list[NotChecked] = []
-    for rule in _RULES:
+    for rule in rules_for(summary.kind):
         out = rule(info, summary, records)
         if isinstance(out, Check):
             checks.append(out)
@@ -480,3 +481,14 @@ _RULES: tuple[Rule, ...] = (
     _cpu_contention,
     *WORKLOAD_RULES,
 )
+
+# A kind of run whose items are not requests judges itself with its own rules, given the rules above by name
+# (training: optimizer steps, bench/validity_training.py).
+KindRules = Callable[[Mapping[str, Rule]], Sequence[Rule]]
+KIND_RULES: dict[str, KindRules] = {TRAINING_KIND: training_rules}
+
+
+def rules_for(kind: str) -> tuple[Rule, ...]:
+    """The rules a run of ``kind`` is judged by: every rule above, or its kind's own set (``KIND_RULES``)."""
+    make = KIND_RULES.get(kind)
+    return _RULES if make is None else tuple(make({r.__name__.lstrip("_"): r for r in _RULES}))

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 
+from gpuledger.bench.tasks import TASKS
 from gpuledger.cli.common import DbOpt, JsonOpt, console, err_console, print_json
 from gpuledger.engines import DEFAULT_BASE_URLS, ENGINE_KINDS, engine_kind
 from gpuledger.errors import EngineError, GpuledgerError, Interrupted
@@ -29,6 +31,7 @@ ENGINE_HELP = "; ".join(f"{k.name}: {k.about}" for k in ENGINE_KINDS.values()) +
 BASE_URL_HELP = "Server URL (default " + ", ".join(
     f"{url} for {name}" for name, url in DEFAULT_BASE_URLS.items()
 ) + ")."
+TASK_HELP = "; ".join(f"{t.name}: {t.about}" for t in TASKS.values()) + " (default text)."
 ENDPOINT_HELP = "; ".join(
     f"{k.name}: " + " | ".join(f"{e} (default)" if e == k.default_endpoint else e for e in k.endpoints)
     for k in ENGINE_KINDS.values() if k.endpoints
@@ -66,10 +69,9 @@ def render_run(info: RunInfo) -> None:
     from gpuledger.report.layout import Notes, paragraph, print_grid, print_table
     from gpuledger.report.terminal import grid_of, print_answer
 
-    if info.summary is not None and info.summary.kind == "image_generation":
-        from gpuledger.cli.bench_image import render_image_run
-
-        render_image_run(info)
+    own = _own_renderer(info.summary.kind if info.summary is not None else "")
+    if own is not None:  # a kind of run with its own summary (image generation, training)
+        own(info)
         return
 
     notes = Notes()
@@ -197,6 +199,19 @@ def render_run(info: RunInfo) -> None:
         )
     notes.print(console)
     console.print(Text("run id: ") + Text(info.id, style="bold"))
+
+
+def _own_renderer(kind: str) -> Callable[[RunInfo], None] | None:
+    """The human summary of a kind of run that has its own (its task's module), else None."""
+    if kind == "image_generation":
+        from gpuledger.cli.bench_image import render_image_run
+
+        return render_image_run
+    if kind == "training":
+        from gpuledger.cli.bench_train import render_train_run
+
+        return render_train_run
+    return None
 
 
 def render_state(state: dict[str, Any] | None) -> None:
@@ -379,23 +394,29 @@ def bench(
         ),
     ] = "OPENAI_API_KEY",
     device: Annotated[
-        str | None, typer.Option("--device", help="torch and diffusers only: auto | cpu | cuda.")
+        str | None,
+        typer.Option("--device", help="torch, diffusers and --task train only: auto | cpu | cuda."),
     ] = None,
     dtype: Annotated[
         str | None,
-        typer.Option("--dtype", help="torch and diffusers only: auto | float32 | bfloat16 | float16."),
+        typer.Option("--dtype", help="torch, diffusers and --task train only: auto | fp32 | bf16 | fp16 "
+                     "(train: autocast over fp32 weights, fp16 with a grad scaler)."),
     ] = None,
     task: Annotated[
         str | None,
-        typer.Option("--task", help="text (default) or image: --task image runs diffusers (default), "
-                     "comfyui or openai-images (docs/image.md)."),
+        typer.Option("--task", help=TASK_HELP),
     ] = None,
-    steps: Annotated[int | None, typer.Option("--steps", help="image: denoising steps per image.")] = None,
+    steps: Annotated[
+        int | None,
+        typer.Option("--steps", help="image: denoising steps per image; train: optimizer steps measured "
+                     "(default 10)."),
+    ] = None,
     height: Annotated[int | None, typer.Option("--height", help="image: height in pixels.")] = None,
     width: Annotated[int | None, typer.Option("--width", help="image: width in pixels.")] = None,
     batch_size: Annotated[
         int | None,
-        typer.Option("--batch-size", help="image: images per request (one pipeline call / prompt)."),
+        typer.Option("--batch-size", help="image: images per request (one pipeline call / prompt); train: "
+                     "sequences per micro-batch on each device."),
     ] = None,
     guidance: Annotated[float | None, typer.Option("--guidance", help="image: guidance scale (CFG).")] = None,
     scheduler: Annotated[
@@ -418,6 +439,33 @@ def bench(
     ] = None,
     negative_prompt: Annotated[
         str | None, typer.Option("--negative-prompt", help="image: the negative prompt.")
+    ] = None,
+    # --task train (bench/train_flags.py, docs/train.md)
+    seq_len: Annotated[
+        int | None, typer.Option("--seq-len", help="train: tokens per sequence (default 512).")
+    ] = None,
+    grad_accum: Annotated[
+        int | None, typer.Option("--grad-accum", help="train: micro-batches per optimizer step (default 1).")
+    ] = None,
+    warmup_steps: Annotated[
+        int | None,
+        typer.Option("--warmup-steps", help="train: steps run first and not measured (default 2)."),
+    ] = None,
+    optimizer: Annotated[
+        str | None, typer.Option("--optimizer", help="train: adamw (default) or sgd (momentum 0.9).")
+    ] = None,
+    learning_rate: Annotated[
+        float | None,
+        typer.Option("--learning-rate", help="train: the optimizer's learning rate (default 1e-4)."),
+    ] = None,
+    activation_checkpointing: Annotated[
+        bool, typer.Option("--activation-checkpointing", help="train: recompute activations in the backward.")
+    ] = False,
+    compile_model: Annotated[bool, typer.Option("--compile", help="train: torch.compile the model.")] = False,
+    data: Annotated[
+        Path | None,
+        typer.Option("--data", help="train: a text or JSONL ({\"text\": ...} per line) file, tokenised with "
+                     "the model folder's tokenizer (default: random token ids)."),
     ] = None,
     like: Annotated[
         str | None,
@@ -447,7 +495,7 @@ def bench(
     from gpuledger.bench.flags import flags_document, require, spec_of
     from gpuledger.bench.like import check_dataset, engine_of_repeat, repeat
     from gpuledger.bench.runner import Hooks, run_bench_async
-    from gpuledger.cli.bench_image import check_image_flags, engine_for_task
+    from gpuledger.bench.tasks import check_task_flags, engine_for_task
     from gpuledger.records import ServerSpec
     from gpuledger.store import open_store
 
@@ -456,6 +504,7 @@ def bench(
     if like is None or "engine" in given or task is not None:  # a repeat's engine is the stored run's
         engine = values["engine"] = engine_for_task(task, engine, "engine" in given)
     values["set"] = values.pop("set_inputs")
+    values["compile"] = values.pop("compile_model")
     values["given"] = given
     stored = None
     if like is not None:
@@ -464,10 +513,12 @@ def bench(
         kind = engine_of_repeat(stored, engine, given)
     else:
         kind = engine_kind(engine)
-    check_image_flags(kind.name, given)
+    check_task_flags(kind.name, given)
     asked = flags_document(kind, values)
     spec = repeat(stored, asked, kind, given) if stored is not None else spec_of(kind, asked)
     require(spec)  # every flag problem is exit 2 before anything is opened
+    if _follows(spec):  # a data-parallel training run's other ranks: rank 0 stores and prints the run
+        return
     if stored is not None and isinstance(spec, ServerSpec) and spec.dataset is not None:
         check_dataset(stored, spec.dataset.path)
     show_progress = progress and err_console.is_terminal
@@ -504,6 +555,23 @@ def bench(
     finally:
         store.close()
     _emit(info, json_out)
+
+
+def _follows(spec: Any) -> bool:
+    """Run the steps of a rank other than 0 of a data-parallel training run (torchrun); False elsewhere."""
+    from gpuledger.records.trainspec import TrainSpec
+
+    if not isinstance(spec, TrainSpec):
+        return False
+    from gpuledger.engines.torch.distributed import process_rank
+
+    rank = process_rank()
+    if rank == 0:
+        return False
+    from gpuledger.cli.bench_train import follow
+
+    follow(spec, rank)
+    return True
 
 
 def _emit(info: RunInfo, json_out: bool) -> None:

@@ -1,5 +1,6 @@
-"""``gpuledger bench --task image``: which image engine a run uses, and the human summary of an image run (the
-JSON is the stored run, like every run's). docs/image.md has the definitions."""
+"""``gpuledger bench --task image``: the human summary of an image run (the JSON is the stored run, like every
+run's); which engine a task runs and which flags it takes are the task registry's (``bench/tasks.py``).
+docs/image.md has the definitions."""
 
 from __future__ import annotations
 
@@ -9,45 +10,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from gpuledger.cli.common import console
-from gpuledger.engines import engine_kind
 from gpuledger.errors import UsageError
-from gpuledger.records.image import ImageSpec, ImageSummary
+from gpuledger.records.image import ImageSummary
 
 if TYPE_CHECKING:
     from gpuledger.records import RunInfo
-
-TASKS = ("text", "image")
-DEFAULT_IMAGE_ENGINE = "diffusers"
-
-
-def engine_for_task(task: str | None, engine: str, engine_given: bool) -> str:
-    """The engine of ``--task``: ``image`` without ``--engine`` is the in-process diffusers engine; an image
-    engine implies the image task; a text engine with ``--task image`` is refused."""
-    if task is not None and task not in TASKS:
-        raise UsageError(f"--task must be text or image, got {task!r}")
-    if task == "image" and not engine_given:
-        return DEFAULT_IMAGE_ENGINE
-    is_image = engine_kind(engine).spec is ImageSpec
-    if task == "image" and not is_image:
-        raise UsageError(f"--task image runs diffusers, comfyui or openai-images, not --engine {engine}")
-    if task == "text" and is_image:
-        raise UsageError(f"--engine {engine} generates images: give --task image (or leave --task out)")
-    return engine
-
-
-IMAGE_FLAGS = ("steps", "height", "width", "batch_size", "guidance", "scheduler", "num_images", "workflow",
-               "set_inputs", "prompt", "negative_prompt")
-
-
-def check_image_flags(engine: str, given: set[str]) -> None:
-    """An image flag given to a text engine is refused (it would be ignored otherwise)."""
-    if engine_kind(engine).spec is ImageSpec:
-        return
-    used = [f"--{name.removesuffix('_inputs').replace('_', '-')}" for name in IMAGE_FLAGS if name in given]
-    if used:
-        raise UsageError(
-            f"{', '.join(used)}: for --task image (diffusers, comfyui, openai-images), not --engine {engine}"
-        )
 
 
 def _n(value: float | None, fmt: str = ".3f", unit: str = "") -> str:

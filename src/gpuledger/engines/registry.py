@@ -17,6 +17,7 @@ from gpuledger.engines.base import Engine, GenRequest, GenResult
 from gpuledger.errors import UsageError
 from gpuledger.records import BenchSpec, ServerSpec, TorchSpec
 from gpuledger.records.image import ImageSpec
+from gpuledger.records.trainspec import TrainSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,3 +183,19 @@ register_engine(EngineKind("comfyui", "a ComfyUI server running your workflow (A
                            _image("comfyui"), default_base_url="http://127.0.0.1:8188"))
 register_engine(EngineKind("openai-images", "OpenAI-compatible /v1/images/generations (vLLM-Omni, SGLang, "
                            "LocalAI, …)", ImageSpec, _image("openai-images"), default_base_url="http://127.0.0.1:8000"))
+
+
+def _train() -> Factory:
+    """The training engine (``engines/torch/trainer.py``; ``bench --task train --engine torch``)."""
+    from gpuledger.engines.torch.trainer import TrainEngine
+
+    def make(spec: BenchSpec, options: EngineOptions) -> Engine:
+        if not isinstance(spec, TrainSpec):
+            raise UsageError(f"the training engine needs a training spec, not {spec.kind or 'this one'}")
+        return TrainEngine(spec, on_phase=options.on_phase)
+
+    return make
+
+
+register_engine(EngineKind("torch-train", "in-process PyTorch training (--task train --engine torch)", TrainSpec,
+                           _train))

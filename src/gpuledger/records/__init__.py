@@ -4,7 +4,7 @@ These are the contract between engines/bench (which produce them), the store (wh
 metrics/cost/report (pure functions over them); see ``run.py``, ``summary.py`` and ``units.py``.
 """
 
-from gpuledger.records import image, published, textgen, torchspec
+from gpuledger.records import image, published, textgen, torchspec, training, trainspec
 from gpuledger.records.origin import Origin
 from gpuledger.records.published import PublishedSummary
 from gpuledger.records.run import (
@@ -73,5 +73,7 @@ __all__ = [
     "image",
     "textgen",
     "torchspec",
+    "training",
+    "trainspec",
     "unit_info",
 ]

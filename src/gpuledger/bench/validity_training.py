@@ -1,0 +1,335 @@
+"""The validity checks of a training run: its items are optimizer steps, not requests, so the rules that judge
+requests (their latency percentiles, send schedule, token counts, a server's queue and prefix cache) give way
+to what makes a training measurement trustworthy. ``bench.validity`` applies this set to every run whose
+summary is ``training`` (``KIND_RULES``); docs/train.md ("Validity") lists each rule with its thresholds.
+
+==============  =================================================================  =======================
+check           figure                                                             warn / fail
+==============  =================================================================  =======================
+samples         measured steps behind the rate and the step-time percentiles       < 10
+window          share of the measured window the steps themselves fill             < 95 %
+warmup          steps run before the window; without one, the first step's time    0 and ≥ 1.5x the rest's
+                against the rest's median (allocation, compilation in the window)
+steady_state    step time, last half of the steps against the first half           ≥ 10 % / ≥ 25 %
+noise           spread (CV) of the step times                                      ≥ 15 %
+loss            steps whose loss is not a finite number (NaN, inf); fp16 skips     NaN: fail; skips ≥ 25 %
+errors          failed steps                                                       > 0 % / ≥ 5 %
+finished        the run ran its planned steps (not interrupted, not aborted)       interrupted / failed
+==============  =================================================================  =======================
+
+``client_bound`` and ``energy`` are the generic rules; ``cpu_contention`` too, except for a run that trains
+on the CPU (its busy CPUs are the training itself). ``send_schedule``, ``prefix_cache``, ``token_source`` and
+``server_queue`` are not checked, each with its reason.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from gpuledger.bench.validity_checks import Records, Rule, make_check, warmup_count
+from gpuledger.records import RunInfo, RunSummary
+from gpuledger.records.training import TrainingSummary, step_of
+from gpuledger.records.validity import Check, CheckStatus, NotChecked
+
+TRAINING_KIND = "training"
+MIN_STEPS = 10
+WINDOW_FILL_WARN = 0.95
+COLD_START_RATIO = 1.5
+DRIFT_WARN = 0.10
+DRIFT_FAIL = 0.25
+NOISE_WARN = 0.15
+MIN_STEPS_OVER_TIME = 4
+SKIPPED_WARN = 0.25
+ERRORS_FAIL = 0.05
+
+
+def _steps(records: Records) -> list[float] | None:
+    """The measured steps' times in step order (None when the records were not read)."""
+    if records is None:
+        return None
+    steps = sorted((s for r in records if r.ok and (s := step_of(r)) is not None), key=lambda s: s.step)
+    return [s.step_s for s in steps]
+
+
+def _training(summary: RunSummary) -> TrainingSummary:
+    if not isinstance(summary, TrainingSummary):
+        raise TypeError(f"a training rule was given a {summary.kind} summary")
+    return summary
+
+
+def _samples(info: RunInfo, summary: RunSummary, records: Records) -> Check | NotChecked:
+    name = "samples"
+    n = _training(summary).steps_total
+    if n == 0:
+        return NotChecked(name=name, why="no step finished: no rate to support")
+    rule = (
+        f"measured steps: warn below {MIN_STEPS} (one slow step moves a rate over fewer by more than 10 %; "
+        "p90 of the step time needs 10, p99 100)"
+    )
+    why = (
+        f"{n} measured step{'s' if n != 1 else ''}: one slow step weighs {1 / n:.0%} of the rate"
+        if n < MIN_STEPS
+        else f"{n} measured steps"
+    )
+    return make_check(name, float(n), "steps", rule, why, warn=float(MIN_STEPS), lower=True)
+
+
+def _window(info: RunInfo, summary: RunSummary, records: Records) -> Check | NotChecked:
+    name = "window"
+    s = _training(summary)
+    if not s.steps_total or s.window_s <= 0 or s.step_time_s.mean is None:
+        return NotChecked(name=name, why="no step finished: no window to judge")
+    fill = min(1.0, s.step_time_s.mean * s.steps_total / s.window_s)
+    rule = (
+        f"Σ step times ÷ the measured window: warn below {WINDOW_FILL_WARN:.0%} (the rates count the whole "
+        "window: time between steps — storing, logging, the data — lowers them)"
+    )
+    why = (
+        f"the steps fill {fill:.1%} of the {s.window_s:.3g} s window: {1 - fill:.1%} went between steps"
+        if fill < WINDOW_FILL_WARN
+        else f"the steps fill {fill:.1%} of the {s.window_s:.3g} s window"
+    )
+    return make_check(name, fill, "share of the window", rule, why, warn=WINDOW_FILL_WARN, lower=True)
+
+
+def _warmup(info: RunInfo, summary: RunSummary, records: Records) -> Check | NotChecked:
+    name = "warmup"
+    count = warmup_count(info)
+    if count is None:
+        return NotChecked(name=name, why="the run does not record its warm-up steps")
+    rule = (
+        f"pass with ≥ 1 warm-up step; without one, warn when the first measured step took ≥ "
+        f"{COLD_START_RATIO:g}x the median of the rest (the optimizer's states, the allocator's pools, a "
+        "compilation are made in the first step)"
+    )
+    if count > 0:
+        return make_check(
+            name,
+            float(count),
+            "steps",
+            rule,
+            f"{count} warm-up step{'s' if count != 1 else ''} run before the window, not measured",
+        )
+    times = _steps(records)
+    if times is None:
+        return NotChecked(name=name, why="no warm-up, and the steps were not read to look for a cold start")
+    if len(times) < 3:
+        return make_check(
+            name,
+            0.0,
+            "steps",
+            rule,
+            "no warm-up step, and too few steps to rule out a cold start",
+            warn=0.5,
+            lower=True,
+        )
+    rest = sorted(times[1:])
+    median = rest[len(rest) // 2] if len(rest) % 2 else (rest[len(rest) // 2 - 1] + rest[len(rest) // 2]) / 2
+    ratio = times[0] / median if median > 0 else 1.0
+    cold = ratio >= COLD_START_RATIO
+    why = (
+        f"no warm-up: the first step took {ratio:.2g}x the rest's median (a cold start is in the window)"
+        if cold
+        else f"no warm-up, but the first step was not slower ({ratio:.2g}x the rest's median)"
+    )
+    status: CheckStatus = "warn" if cold else "pass"
+    return Check(name=name, status=status, figure=0.0, unit="steps", rule=rule, why=why)
+
+
+def _over_time(records: Records) -> list[float] | str:
+    times = _steps(records)
+    if times is None:
+        return "the steps were not read"
+    if len(times) < MIN_STEPS_OVER_TIME:
+        return f"fewer than {MIN_STEPS_OVER_TIME} measured steps: too few to see the step time change"
+    return times
+
+
+def _steady_state(info: RunInfo, summary: RunSummary, records: Records) -> Check | NotChecked:
+    name = "steady_state"
+    times = _over_time(records)
+    if isinstance(times, str):
+        return NotChecked(name=name, why=times)
+    half = len(times) // 2
+    first, last = math.fsum(times[:half]) / half, math.fsum(times[-half:]) / half
+    drift = (last - first) / (math.fsum(times) / len(times))
+    rule = (
+        f"mean step time of the last half of the steps against the first half: warn at ≥ {DRIFT_WARN:.0%}, "
+        f"fail at ≥ {DRIFT_FAIL:.0%} change"
+    )
+    what = "rose" if drift > 0 else "fell"
+    why = (
+        f"the step time {what} {abs(drift):.0%} from the first to the last half: the rate is not steady "
+        "(throttling, memory filling, other load)"
+        if abs(drift) >= DRIFT_WARN
+        else f"step time steady across the window ({drift:+.0%} last half vs first)"
+    )
+    return make_check(name, abs(drift), "relative change", rule, why, warn=DRIFT_WARN, fail=DRIFT_FAIL)
+
+
+def _noise(info: RunInfo, summary: RunSummary, records: Records) -> Check | NotChecked:
+    name = "noise"
+    times = _over_time(records)
+    if isinstance(times, str):
+        return NotChecked(name=name, why=times)
+    mean = math.fsum(times) / len(times)
+    cv = math.sqrt(math.fsum((t - mean) ** 2 for t in times) / len(times)) / mean if mean > 0 else 0.0
+    rule = f"coefficient of variation (std ÷ mean) of the step times: warn at ≥ {NOISE_WARN:.0%}"
+    why = (
+        f"step times varied {cv:.0%} (CV): one run's rate is uncertain by about that much; repeat it "
+        "(--repeat N) for an interval"
+        if cv >= NOISE_WARN
+        else f"step times varied {cv:.0%} (CV)"
+    )
+    return make_check(name, cv, "CV", rule, why, warn=NOISE_WARN)
+
+
+def _loss(info: RunInfo, summary: RunSummary, records: Records) -> Check | NotChecked:
+    name = "loss"
+    s = _training(summary)
+    if not s.steps_total:
+        return NotChecked(name=name, why="no step finished: no loss to judge")
+    rule = (
+        f"fail when a step's loss is not a finite number (the device computed NaN or inf, or the run "
+        f"diverged); warn when the fp16 grad scaler skipped ≥ {SKIPPED_WARN:.0%} of the updates"
+    )
+    if s.nonfinite_loss_steps:
+        return Check(
+            name=name,
+            status="fail",
+            figure=float(s.nonfinite_loss_steps),
+            unit="steps",
+            rule=rule,
+            why=f"{s.nonfinite_loss_steps} of {s.steps_total} steps had a loss that is NaN or inf: the "
+            "figures measure a computation that does not train",
+        )
+    skipped = s.skipped_steps / s.steps_total
+    if skipped >= SKIPPED_WARN:
+        return Check(
+            name=name,
+            status="warn",
+            figure=float(s.skipped_steps),
+            unit="steps",
+            rule=rule,
+            why=f"the fp16 grad scaler skipped {s.skipped_steps} of {s.steps_total} updates (inf/NaN "
+            "gradients): those steps did no optimizer work",
+        )
+    first, last = s.loss_first, s.loss_last
+    moved = f" ({first:.4g} → {last:.4g})" if first is not None and last is not None else ""
+    return Check(
+        name=name,
+        status="pass",
+        figure=0.0,
+        unit="steps",
+        rule=rule,
+        why=f"every step's loss was finite{moved}",
+    )
+
+
+def _errors(info: RunInfo, summary: RunSummary, records: Records) -> Check | NotChecked:
+    name = "errors"
+    if not summary.num_requests:
+        return NotChecked(name=name, why="no step was measured")
+    rate = summary.num_failed / summary.num_requests
+    rule = f"failed steps ÷ steps: warn at > 0 %, fail at ≥ {ERRORS_FAIL:.0%}"
+    why = (
+        f"{summary.num_failed} of {summary.num_requests} steps failed"
+        if summary.num_failed
+        else f"all {summary.num_requests} steps succeeded"
+    )
+    status: CheckStatus = "fail" if rate >= ERRORS_FAIL else "warn" if rate > 0 else "pass"
+    return Check(
+        name=name,
+        status=status,
+        figure=rate,
+        unit="share of steps",
+        rule=rule,
+        warn_at=0.0,
+        fail_at=ERRORS_FAIL,
+        why=why,
+    )
+
+
+def _finished(info: RunInfo, summary: RunSummary, records: Records) -> Check | NotChecked:
+    name = "finished"
+    rule = "warn when the run was interrupted or aborted before its planned steps; fail when it failed"
+    done = float(summary.num_requests)
+    if info.status == "failed":
+        return Check(
+            name=name,
+            status="fail",
+            figure=done,
+            unit="steps",
+            rule=rule,
+            why="the run failed: no step finished",
+        )
+    if summary.interrupted is not None:
+        return Check(
+            name=name,
+            status="warn",
+            figure=done,
+            unit="steps",
+            rule=rule,
+            why=f"interrupted by {summary.interrupted.signal} after {summary.interrupted.finished_requests}"
+            " steps: the window is shorter than planned",
+        )
+    if summary.aborted or info.status == "incomplete":
+        return Check(
+            name=name,
+            status="warn",
+            figure=done,
+            unit="steps",
+            rule=rule,
+            why=f"the run stopped early: {summary.aborted or 'it did not finish'}",
+        )
+    return Check(
+        name=name, status="pass", figure=done, unit="steps", rule=rule, why="the run ran its planned steps"
+    )
+
+
+def _not_checked(name: str, why: str) -> Rule:
+    def rule(info: RunInfo, summary: RunSummary, records: Records) -> NotChecked:
+        return NotChecked(name=name, why=why)
+
+    return rule
+
+
+def _cpu_contention(generic: Rule) -> Rule:
+    def rule(info: RunInfo, summary: RunSummary, records: Records) -> Check | NotChecked | None:
+        if str(getattr(info.config, "device", "") or "") == "cpu":
+            return NotChecked(
+                name="cpu_contention", why="the run trains on the CPU: its busy CPUs are the training itself"
+            )
+        return generic(info, summary, records)
+
+    return rule
+
+
+def training_rules(generic: Mapping[str, Rule]) -> Sequence[Rule]:
+    """The rules of a training run, the generic ones it keeps given by name (``client_bound``, ``energy``,
+    ``cpu_contention``)."""
+    return (
+        generic["client_bound"],
+        _not_checked(
+            "send_schedule", "a training run takes one step after the other: there is no send schedule"
+        ),
+        _samples,
+        _window,
+        _warmup,
+        _steady_state,
+        _noise,
+        _cpu_contention(generic["cpu_contention"]),
+        _not_checked("prefix_cache", "a training run sends no prompts to a server: there is no prefix cache"),
+        _not_checked(
+            "token_source", "training tokens are counted by the engine: sequences × sequence length"
+        ),
+        generic["energy"],
+        _not_checked("server_queue", "a training run has no server and no queue"),
+        _loss,
+        _errors,
+        _finished,
+    )
+
+
+__all__ = ["TRAINING_KIND", "training_rules"]
