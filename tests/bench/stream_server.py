@@ -6,6 +6,10 @@ identity endpoints of vLLM / SGLang / llama.cpp / TGI (``identity=``), has a wor
 ``/tokenize`` + ``/detokenize`` where the imitated server has one, and speaks Ollama's native
 NDJSON API, either synthetic or replaying a recorded real stream.
 
+A chat's prompt counts ``chat_template_tokens`` beside its content's words (its /tokenize with ``messages``
+— vLLM's shape — and llama.cpp's /apply-template agree), ``tokenize_delay_s`` slows every /tokenize and
+/detokenize (a server busy tokenising), and ``max_model_len`` is reported in /v1/models (vLLM's field).
+
 Programmable per scenario: first-token delay, inter-token gap, tokens per chunk, empty-text chunks
 (partial UTF-8 tokens), usage (final / on every chunk), events per socket write, and faults keyed
 by the arrival number of the request: ``http_400``, ``http_429``, ``http_500``, ``sse_error``
@@ -58,6 +62,9 @@ class Scenario:
     # before the first byte), each wait counted as a preemption (vLLM only).
     metrics: bool = False
     capacity: int = 0
+    chat_template_tokens: int = 1  # a chat prompt's tokens beside its content's words (1: a BOS-like token)
+    tokenize_delay_s: float = 0.0  # every /tokenize and /detokenize answers this late
+    max_model_len: int | None = None  # reported per model in /v1/models, as vLLM does
 
 
 @dataclass
@@ -66,6 +73,7 @@ class RecordedRequest:
     headers: dict[str, str]
     body: dict[str, Any] | None
     number: int
+    t: float = 0.0  # time.perf_counter() when it arrived
 
 
 class StreamServer:
@@ -109,6 +117,7 @@ class StreamServer:
         app.router.add_get("/props", self._props)
         app.router.add_post("/tokenize", self._tokenize)
         app.router.add_post("/detokenize", self._detokenize)
+        app.router.add_post("/apply-template", self._apply_template)
         app.router.add_get("/api/version", self._ollama_version)
         app.router.add_get("/api/tags", self._ollama_tags)
         app.router.add_get("/api/ps", self._ollama_ps)
@@ -171,7 +180,8 @@ class StreamServer:
         if generation:
             number = next(self._counter)
             self.generation_requests += 1
-        self.requests.append(RecordedRequest(request.path, dict(request.headers), body, number))
+        recorded = RecordedRequest(request.path, dict(request.headers), body, number, time.perf_counter())
+        self.requests.append(recorded)
         return body, number
 
     def _ident(self) -> str:
@@ -198,9 +208,10 @@ class StreamServer:
             "tgi": "tgi",
             "ollama": "library",
         }.get(self._ident(), "someone")
-        return web.json_response(
-            {"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": owner}]}
-        )
+        card: dict[str, Any] = {"id": self.model, "object": "model", "owned_by": owner}
+        if self.scenario.max_model_len is not None:
+            card["max_model_len"] = self.scenario.max_model_len
+        return web.json_response({"object": "list", "data": [card]})
 
     async def _version(self, request: web.Request) -> web.Response:
         if self._ident() != "vllm":
@@ -238,19 +249,39 @@ class StreamServer:
             ids.append(self._vocab[w])
         return ids
 
+    def _template(self) -> list[int]:
+        return [1_000_000 + k for k in range(self.scenario.chat_template_tokens)]
+
     async def _tokenize(self, request: web.Request) -> web.Response:
         if self._ident() not in ("vllm", "llamacpp"):
             raise web.HTTPNotFound()
         body, _ = await self._record(request, False)
+        if self.scenario.tokenize_delay_s:
+            await asyncio.sleep(self.scenario.tokenize_delay_s)
+        if "messages" in body and self._ident() == "vllm":  # vLLM's chat tokenization
+            content = " ".join(m.get("content", "") for m in body["messages"])
+            ids = self._template() + self._ids(content)
+            return web.json_response({"count": len(ids), "tokens": ids})
         text = body.get("prompt", body.get("content", ""))
         special = body.get("add_special_tokens", body.get("add_special", True))
         ids = ([1_000_000] if special else []) + self._ids(text)
         return web.json_response({"count": len(ids), "tokens": ids})
 
+    async def _apply_template(self, request: web.Request) -> web.Response:
+        if self._ident() != "llamacpp":
+            raise web.HTTPNotFound()
+        body, _ = await self._record(request, False)
+        content = " ".join(m.get("content", "") for m in body.get("messages", []))
+        # /tokenize with add_special adds one token: the template's others are words of their own.
+        words = " ".join(["<|t|>"] * max(0, self.scenario.chat_template_tokens - 1))
+        return web.json_response({"prompt": f"{words} {content}".strip()})
+
     async def _detokenize(self, request: web.Request) -> web.Response:
         if self._ident() not in ("vllm", "llamacpp"):
             raise web.HTTPNotFound()
         body, _ = await self._record(request, False)
+        if self.scenario.tokenize_delay_s:
+            await asyncio.sleep(self.scenario.tokenize_delay_s)
         words = [self._words[i] for i in body.get("tokens", []) if 0 <= i < len(self._words)]
         key = "prompt" if self._ident() == "vllm" else "content"
         return web.json_response({key: " ".join(words)})
@@ -332,10 +363,10 @@ class StreamServer:
                 }
             )
         if chat:
-            prompt = " ".join(m.get("content", "") for m in body.get("messages", []))
+            content = " ".join(m.get("content", "") for m in body.get("messages", []))
+            n_prompt = sc.chat_template_tokens + len(content.split())
         else:
-            prompt = body.get("prompt", "")
-        n_prompt = self.prompt_tokens(prompt)
+            n_prompt = self.prompt_tokens(body.get("prompt", ""))
         n_out = sc.tokens if sc.tokens is not None else int(body.get("max_tokens", 16))
         opts = body.get("stream_options") or {}
         want_usage = bool(opts.get("include_usage")) and sc.usage
@@ -634,6 +665,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--itl-ms", type=float, default=0.0)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--no-continuous-usage", action="store_true")
+    ap.add_argument("--tokenize-delay-ms", type=float, default=0.0)
+    ap.add_argument("--chat-template-tokens", type=int, default=1)
     args = ap.parse_args(argv)
     sc = Scenario(
         ttft_s=args.ttft_ms / 1e3,
@@ -642,6 +675,8 @@ def main(argv: list[str] | None = None) -> None:
         batch=args.batch,
         identity=args.identity,
         continuous_usage=not args.no_continuous_usage,
+        tokenize_delay_s=args.tokenize_delay_ms / 1e3,
+        chat_template_tokens=args.chat_template_tokens,
     )
     srv = StreamServer(sc, model=args.model, port=args.port)
 

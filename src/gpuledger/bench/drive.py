@@ -5,9 +5,11 @@
 - ``batch``: whole batches generated together by a ``BatchEngine`` (the in-process engine); no new batch
   once the last one's duration says the next would end past the stage's time cap (said in a note).
 
-A ``Feed`` hands out the stage's requests until its count or deadline is reached, or the run stops. Every
-driver keeps the tasks it starts in ``Drive.tasks`` (a signal cancels them) and hands each finished
-request to ``Drive.on_result``.
+A ``Feed`` hands out the stage's requests until its count or deadline is reached, the run stops, or its prompt
+source ends; each request's prompt is pulled from the source as the request is about to be sent
+(``workload.prompts``), so nothing is built for requests that are never sent. Every driver keeps the tasks
+it starts in ``Drive.tasks`` (a signal cancels them) — as many workers as requests can be in flight, never
+more than the stage has requests — and hands each finished request to ``Drive.on_result``.
 """
 
 from __future__ import annotations
@@ -24,24 +26,28 @@ from gpuledger.errors import EngineError
 from gpuledger.records.spec import BatchStage, ConcurrencyStage, RateStage, Stage
 from gpuledger.workload.datasets import DEFAULT_MAX_TOKENS, Prompt
 from gpuledger.workload.load import poisson_gaps
+from gpuledger.workload.prompts import PromptSource
 
 
 class Feed:
-    """Hands out the stage's requests until its count or deadline is reached, or the run stops. Request
-    indexes count up from ``first_index`` (the warm-up's are negative: they are not measured).
-    ``max_tokens`` overrides what each prompt asks for (the in-process warm-up's short answers)."""
+    """Hands out the stage's requests until its count or deadline is reached, the run stops or the prompts
+    end. Request indexes count up from ``first_index`` (the warm-up's are negative: they are not measured).
+    ``max_tokens`` overrides what each prompt asks for (the in-process warm-up's short answers);
+    ``targets`` (index -> prompt tokens asked for) is kept for requests whose prompt asked a length."""
 
     def __init__(
         self,
-        prompts: Iterator[Prompt],
+        prompts: PromptSource | Iterator[Prompt],
         stage: Stage,
         count: int | None,
         deadline: float | None,
         stop: asyncio.Event,
         first_index: int,
         max_tokens: int | None = None,
+        targets: dict[int, int] | None = None,
     ) -> None:
-        self._prompts = prompts
+        self._prompts = _Listed(prompts) if isinstance(prompts, Iterator) else prompts
+        self._targets = targets
         self._stage = stage
         self._left = count
         self._deadline = deadline
@@ -65,14 +71,19 @@ class Feed:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), delay)
 
-    def next(self) -> GenRequest | None:
+    async def next(self) -> GenRequest | None:
         if self.exhausted():
             return None
         if self._left is not None:
             self._left -= 1
-        p = next(self._prompts)
         idx = self.next_index
         self.next_index += 1
+        p = await self._prompts.next()
+        if p is None:  # the source has no more prompts: the stage ends here
+            self._left = 0
+            return None
+        if self._targets is not None and p.target_len is not None:
+            self._targets[idx] = p.target_len
         wanted = p.output_len if p.output_len is not None else DEFAULT_MAX_TOKENS
         return GenRequest(
             index=idx,
@@ -83,6 +94,16 @@ class Feed:
             input_tokens_hint=p.input_len,
             stage=self._stage.stage,
         )
+
+
+class _Listed:
+    """Prompts from an iterator (a list handed to a load process): what a ``PromptSource`` hands out."""
+
+    def __init__(self, prompts: Iterator[Prompt]) -> None:
+        self._prompts = prompts
+
+    async def next(self) -> Prompt | None:
+        return next(self._prompts, None)
 
 
 @dataclass(slots=True)
@@ -97,6 +118,12 @@ class Drive:
     notes: list[str] = field(default_factory=list)
     # An open-loop load's scheduled send time of each request (index -> perf_counter), until it finishes.
     scheduled: dict[int, float] = field(default_factory=dict)
+    # The most requests in flight when the stage sets no cap (a Poisson rate without --concurrency): the
+    # connections this process can hold open (bench.bounds.in_flight_budget); None: unbounded.
+    in_flight_cap: int | None = None
+    # The prompt tokens each measured request asked for (index -> tokens), until it finishes (the runner
+    # compares them with the server's count: bench.prepare.PromptCheck).
+    targets: dict[int, int] = field(default_factory=dict)
 
 
 Driver = Callable[[Drive, Any, Feed], Awaitable[None]]
@@ -119,10 +146,11 @@ async def drive(ctx: Drive, stage: Stage, feed: Feed) -> None:
 @driver(ConcurrencyStage.RELEASE)
 async def _closed_loop(ctx: Drive, stage: ConcurrencyStage, feed: Feed) -> None:
     async def worker() -> None:
-        while (req := feed.next()) is not None:
+        while (req := await feed.next()) is not None:
             ctx.on_result(await ctx.engine.generate(req))
 
-    workers = [asyncio.create_task(worker()) for _ in range(stage.concurrency)]
+    n = stage.concurrency if feed.count is None else max(1, min(stage.concurrency, feed.count))
+    workers = [asyncio.create_task(worker()) for _ in range(n)]
     ctx.tasks.update(workers)
     try:
         await asyncio.gather(*workers)
@@ -140,7 +168,8 @@ async def _poisson(ctx: Drive, stage: RateStage, feed: Feed) -> None:
                 sem.release()
 
     gaps = poisson_gaps(stage.rate_requests_per_s, ctx.seed)
-    sem = asyncio.Semaphore(stage.max_concurrency) if stage.max_concurrency else None
+    cap = stage.max_concurrency or ctx.in_flight_cap  # uncapped: what this process can hold open
+    sem = asyncio.Semaphore(cap) if cap else None
     inflight: set[asyncio.Task[Any]] = set()
     next_send = perf_counter()
     first = True
@@ -151,7 +180,7 @@ async def _poisson(ctx: Drive, stage: RateStage, feed: Feed) -> None:
         first = False
         if sem is not None:
             await sem.acquire()
-        req = feed.next()
+        req = await feed.next()
         if req is None:
             if sem is not None:
                 sem.release()
@@ -180,7 +209,7 @@ async def _batches(ctx: Drive, stage: BatchStage, feed: Feed) -> None:
             ctx.notes.append(f"time cap {cap:g} s reached: ran {done} of {feed.count} planned requests")
             break
         reqs: list[GenRequest] = []
-        while len(reqs) < stage.batch_size and (req := feed.next()) is not None:
+        while len(reqs) < stage.batch_size and (req := await feed.next()) is not None:
             reqs.append(req)
         if not reqs:
             break

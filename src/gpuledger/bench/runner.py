@@ -1,18 +1,23 @@
 """The bench runner: the one run lifecycle of every engine, HTTP or in-process. It drives the engine with
 the spec's prompts and stages and records the measured window through ``bench.writer.RunWriter``.
 
-Order of work: make the engine from the registry (``engines.registry``) → open it (probe the server, or
-plan, check and load the model; a refusal raises and no run is created) → build the prompts (the server's
-tokenizer cuts exact lengths when it has one; the in-process engine draws token ids) → warm-up (not
-recorded) → create the run and start the window → the stages (``bench.drive``: one driver per stage
-release) → server state → summary.
+Order of work: check the spec's numbers against their bounds (``bench.bounds``) → make the engine from the
+registry (``engines.registry``) → open it (probe the server, or plan, check and load the model; a refusal
+raises and no run is created) → check the lengths against what the server said bounds them (its context
+length) → open the prompt source and make the first prompts (``bench.prepare``: the server's tokenizer
+makes exact lengths when it has one; the in-process engine draws token ids; the rest are made as the run
+sends them) → warm-up (not recorded) → create the run and start the window → the stages (``bench.drive``:
+one driver per stage release) → server state → summary.
 
-SIGINT / SIGTERM stop new sends, cancel the requests in flight (they never finished, so they are not
-recorded) and save the run as ``incomplete`` with every finished request; the run is returned with
-``summary.interrupted`` set (the CLI then exits 130). A signal before the window raises ``Interrupted``: no
-run was created. Any other exception during the window (the engine failed, a bug) stores the run with the
-reason in ``summary.aborted`` — ``incomplete`` when requests finished, ``failed`` when none did — with its
-telemetry closed, and is raised again.
+The signal handlers are installed first, before the engine is opened, and every step before the window runs
+as a task they cancel: SIGINT / SIGTERM before the window raise ``Interrupted`` (no run was created) at
+once, whatever the step was waiting for. During the window, SIGINT / SIGTERM stop new sends, cancel the
+requests in flight (they never finished, so they are not recorded) and save the run as ``incomplete`` with
+every finished request; the run is returned with ``summary.interrupted`` set (the CLI then exits 130). The
+handlers that were installed before the run (the CLI's own) are put back after it. Any other exception
+during the window (the engine failed, a bug) stores the run with the reason in ``summary.aborted`` —
+``incomplete`` when requests finished, ``failed`` when none did — with its telemetry closed, and is raised
+again.
 """
 
 from __future__ import annotations
@@ -23,14 +28,16 @@ import gc
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from time import perf_counter
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from gpuledger.bench.bounds import ServerLimits, check_server_limits, check_spec, in_flight_budget
 from gpuledger.bench.drive import Drive, Feed, drive
-from gpuledger.bench.progress import BenchProgress
+from gpuledger.bench.prepare import PromptCheck, open_prompts
+from gpuledger.bench.progress import BenchProgress, PrepProgress
 from gpuledger.bench.server_state import ServerStateSampler, summarize_state
 from gpuledger.bench.validity import prompt_prefixes
 from gpuledger.bench.writer import RunWriter, StoreLike
@@ -50,15 +57,18 @@ from gpuledger.errors import EngineError, GpuledgerError, Interrupted
 from gpuledger.records import BenchSpec, RunInfo, RunStatus, ServerSpec
 from gpuledger.records.spec import DatasetSpec, Stage
 from gpuledger.urls import redact_url
-from gpuledger.workload.datasets import Prompt, build_dataset
+from gpuledger.workload.prompts import Prompts
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 GIL_SWITCH_S = 0.0005
 # A run stops (kept as incomplete) when this many requests in a row (at least 2x the concurrency)
 # could not even connect: the server went away, and every further request would fail the same way.
 GONE_AFTER_FAILED_CONNECTS = 20
-DURATION_PROMPT_POOL = 256
 
 Fingerprint = Callable[[], Mapping[str, Any]]
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -77,6 +87,9 @@ class Hooks:
     # --telemetry-from URLs: telemetry of the server's node (gpuledger.telemetry.remote); not stored as given
     # (they may hold credentials): the run records each source by its redacted name.
     telemetry_from: tuple[str, ...] = ()
+    # Where the progress of the preparation and the window is drawn (the CLI's safe stderr console); None:
+    # nowhere, whatever ``progress`` says.
+    console: Console | None = None
 
 
 @dataclass(slots=True)
@@ -92,6 +105,10 @@ class _Run:
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     interrupted: list[str] = field(default_factory=list)
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    # What the run's checks noted before the window (bench.bounds: lengths over the server's context).
+    notes: list[str] = field(default_factory=list)
+    # The most requests in flight this process can hold (HTTP engines; bench.bounds.in_flight_budget).
+    in_flight_cap: int | None = None
 
     def say(self, text: str) -> None:
         if self.hooks.on_phase is not None:
@@ -104,20 +121,48 @@ class _Run:
         for t in list(self.tasks):
             t.cancel()
 
+    async def step(self, work: Awaitable[T], when: str) -> T:
+        """Await ``work`` (a step before the window) as a task a signal cancels: ``Interrupted`` then."""
+        if self.interrupted:
+            if asyncio.iscoroutine(work):
+                work.close()
+            raise Interrupted(f"interrupted {when}: no run was created")
+        task = asyncio.ensure_future(work)
+        self.tasks.add(task)
+        try:
+            return await task
+        except asyncio.CancelledError:
+            if self.interrupted:
+                raise Interrupted(f"interrupted {when}: no run was created") from None
+            raise
+        finally:
+            self.tasks.discard(task)
 
-def _cycle(prompts: list[Prompt]) -> Iterator[Prompt]:
-    while True:
-        yield from prompts
+
+Installed = list[tuple[signal.Signals, Any]]
 
 
-def _install_signals(loop: asyncio.AbstractEventLoop, on_signal: Callable[[str], None]) -> list[int]:
-    installed: list[int] = []
+def _install_signals(loop: asyncio.AbstractEventLoop, on_signal: Callable[[str], None]) -> Installed:
+    """The run's SIGINT / SIGTERM handlers; returns each signal with the handler it replaced."""
+    installed: Installed = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         # Outside the main thread (an embedding application) no handler can be set: default behaviour.
         with contextlib.suppress(RuntimeError, ValueError):
+            previous = signal.getsignal(sig)
             loop.add_signal_handler(sig, on_signal, sig.name)
-            installed.append(sig)
+            installed.append((sig, previous))
     return installed
+
+
+def _restore_signals(loop: asyncio.AbstractEventLoop, installed: Installed) -> None:
+    """Put back the handlers the run replaced: asyncio's ``remove_signal_handler`` leaves SIGTERM at the
+    default (the process would die silently, exit 143, in what its caller does next: ``gpuledger run``'s
+    cost and report steps)."""
+    for sig, previous in installed:
+        loop.remove_signal_handler(sig)
+        if previous is not None:
+            with contextlib.suppress(ValueError, OSError, TypeError):
+                signal.signal(sig, previous)
 
 
 def engine_for(spec: BenchSpec, hooks: Hooks | None = None) -> Engine:
@@ -140,49 +185,66 @@ async def run_bench_async(
     """Run the benchmark ``spec`` describes and return the stored run (the module docstring says the order
     of work). ``engine``: one already made (tests, ``gpuledger run``'s planned model)."""
     hooks = hooks or Hooks()
+    check_spec(spec)  # every number within its bound (bench.bounds) before anything is opened
     engine = engine if engine is not None else engine_for(spec, hooks)
-    run = _Run(spec, engine, store, hooks, progress, telemetry_root)
+    run = _Run(spec, engine, store, hooks, progress and hooks.console is not None, telemetry_root)
     loop = asyncio.get_running_loop()
-    installed = _install_signals(loop, run.on_signal)
+    installed = _install_signals(loop, run.on_signal)  # before anything that may take a while
     try:
         return await _run(run)
     finally:
         await engine.close()
-        for sig in installed:
-            loop.remove_signal_handler(sig)
+        _restore_signals(loop, installed)
 
 
 async def _run(run: _Run) -> RunInfo:
     spec, engine = run.spec, run.engine
     stages = spec.stages()
-    server = await engine.open(_max_in_flight(stages))
+    in_flight = _max_in_flight(stages)
+    if isinstance(engine, HttpEngine):  # a connection per request in flight: what this process can hold
+        in_flight = run.in_flight_cap = in_flight_budget(in_flight)
+    run.say("opening the engine")
+    server = await run.step(engine.open(in_flight), "while opening the engine")
     if isinstance(engine, InProcessEngine):
         spec = run.spec = engine.resolved(spec)
         stages = spec.stages()
-    per_stage = spec.requests_per_stage()
+    run.notes = check_server_limits(spec, ServerLimits.of(server.details))
     warmup = spec.warmup_requests()
-    n_measured = per_stage * len(stages) if per_stage is not None else DURATION_PROMPT_POOL
     chat = engine_kind(spec.engine).is_chat(spec.endpoint if isinstance(spec, ServerSpec) else None)
     prompts_of = spec.dataset_spec() or DatasetSpec()
-    dataset = await build_dataset(prompts_of, warmup + n_measured, engine.tokenizer, chat=chat)
-    warm_prompts, measured_prompts = dataset.prompts[:warmup], dataset.prompts[warmup:]
-    if run.interrupted:
-        raise Interrupted("interrupted before the measured window: no run was created")
-    warmup_result = await _warmup(run, stages[0], warm_prompts)
+    first = warmup + (stages[0].in_flight() or run.in_flight_cap or 1)
+    with PrepProgress(run.hooks.console if run.show_progress else None) as prep:
+        source = await run.step(open_prompts(prompts_of, engine.tokenizer, chat=chat, first=first,
+                                             on_step=prep.step), "while preparing the prompts")
+    state: ServerStateSampler | str | None = None
+    try:
+        warmup_result = await _warmup(run, stages[0], source, warmup)
+        state = await run.step(_state_sampler(spec, engine, server), "while reading the server's metrics")
+        info = RunInfo(
+            id="",
+            label=spec.label or "",
+            engine=spec.engine or engine.name,
+            model=str(getattr(engine, "model", None) or getattr(spec, "model", None) or ""),
+            base_url=_display_url(engine),
+            unit="token",
+            workload=_workload(spec, source.meta, warmup_result, run.hooks.workload),
+            config=spec,
+            server=server.to_dict(),
+        )
+        return await _window(run, info, stages, source, state)
+    finally:
+        await source.aclose()
+        if isinstance(state, ServerStateSampler):
+            await state.close()
 
-    state = await _state_sampler(spec, engine, server)
-    info = RunInfo(
-        id="",
-        label=spec.label or "",
-        engine=spec.engine or engine.name,
-        model=str(getattr(engine, "model", None) or getattr(spec, "model", None) or ""),
-        base_url=_display_url(engine),
-        unit="token",
-        workload=_workload(spec, dataset.meta, warmup_result, dataset.prompts, run.hooks.workload),
-        config=spec,
-        server=server.to_dict(),
-    )
+
+async def _window(run: _Run, info: RunInfo, stages: list[Stage], source: Prompts,
+                  state: ServerStateSampler | str | None) -> RunInfo:
+    """Create the run and measure it (``_measure``), with the environment's fingerprint taken first."""
+    spec, engine = run.spec, run.engine
     fingerprint = run.hooks.environment
+    env = (await run.step(asyncio.to_thread(fingerprint), "while taking the environment's fingerprint")
+           if fingerprint is not None else None)
     writer = RunWriter(
         run.store,
         info,
@@ -193,32 +255,35 @@ async def _run(run: _Run) -> RunInfo:
         slo=spec.slo_limits(),
         stages=spec.summary_stages(),
         on_warning=run.hooks.on_warning,
-        environment=fingerprint() if fingerprint is not None else None,
+        environment=env,
         in_process=engine.client_note() if isinstance(engine, InProcessEngine) else None,
     )
-    try:
-        with _quiet_runtime():
-            return await _measure(run, writer, info, stages, measured_prompts, state)
-    finally:
-        if isinstance(state, ServerStateSampler):
-            await state.close()
+    with _quiet_runtime():
+        return await _measure(run, writer, info, stages, source, state)
 
 
 def _workload(
-    spec: BenchSpec,
-    meta: Mapping[str, Any],
-    warmup: Mapping[str, Any],
-    prompts: list[Prompt],
-    extra: Mapping[str, Any] | None,
+    spec: BenchSpec, meta: Mapping[str, Any], warmup: Mapping[str, Any], extra: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
-    """``RunInfo.workload``: the spec's record of the dataset, how much of the prompts' text a server's
-    prefix cache could reuse (the verdict's ``prefix_cache`` check; prompts of token ids have no text), and
-    what the caller adds (``Hooks.workload``)."""
-    out = spec.workload_record(meta, warmup)
-    texts = [p.text for p in prompts if p.text]
+    """``RunInfo.workload`` as the run is created: the spec's record of the dataset and what the caller adds
+    (``Hooks.workload``); ``_finished_workload`` adds what making the prompts found."""
+    return {**spec.workload_record(meta, warmup), **(extra or {})}
+
+
+def _finished_workload(info: RunInfo, source: Prompts, check: PromptCheck) -> dict[str, Any]:
+    """The workload record at the end of the run: what making the prompts found (exact lengths, waits), how
+    much of the prompts' text a server's prefix cache could reuse (the verdict's ``prefix_cache`` check;
+    prompts of token ids have no text), and the server's prompt counts against the asked ones."""
+    out = {**info.workload, **source.report()}
+    texts, each_new = source.sample_texts()
     if texts:
         out["prompt_prefixes"] = prompt_prefixes(texts)
-    return {**out, **(extra or {})}
+        if each_new:  # prompts made new for every send: a sample, never sent twice
+            out["prompt_prefixes"]["each_send_new"] = True
+    checked = check.record()
+    if checked is not None:
+        out["prompt_tokens_check"] = checked
+    return out
 
 
 def _max_in_flight(stages: list[Stage]) -> int | None:
@@ -232,16 +297,15 @@ def _display_url(engine: Engine) -> str | None:
     return redact_url(str(url)) if url else None
 
 
-async def _warmup(run: _Run, first: Stage, prompts: list[Prompt]) -> dict[str, Any]:
+async def _warmup(run: _Run, first: Stage, source: Prompts, count: int) -> dict[str, Any]:
     """Send the unmeasured warm-up requests; ``EngineError`` when every one failed (no run is created)."""
-    count = len(prompts)
     result: dict[str, Any] = {"requests": count}
     if not count:
         return result
     run.say("warm-up (not measured)")
     results: list[GenResult] = []
     stage = first.warmup(count)
-    feed = Feed(iter(prompts), stage, count, None, run.stop, -count, run.spec.warmup_output_tokens())
+    feed = Feed(source, stage, count, None, run.stop, -count, run.spec.warmup_output_tokens())
     ctx = Drive(run.engine, results.append, run.spec.workload_seed(), run.tasks)
     try:
         await drive(ctx, stage, feed)
@@ -308,7 +372,7 @@ async def _measure(
     writer: RunWriter,
     info: RunInfo,
     stages: list[Stage],
-    measured_prompts: list[Prompt],
+    source: Prompts,
     state: ServerStateSampler | str | None,
 ) -> RunInfo:
     spec, engine = run.spec, run.engine
@@ -316,7 +380,8 @@ async def _measure(
     duration_s = spec.stage_duration_s()
     planned = per_stage * len(stages) if per_stage is not None else None
     run_id = writer.start()
-    prog = BenchProgress(engine, enabled=run.show_progress)
+    prog = BenchProgress(engine, enabled=run.show_progress, console=run.hooks.console)
+    check = PromptCheck(source.meta)
     finished = 0
     gone_after = max(GONE_AFTER_FAILED_CONNECTS, 2 * (_max_in_flight(stages) or 1))
     consecutive_unreachable = 0
@@ -328,6 +393,9 @@ async def _measure(
         nonlocal finished, consecutive_unreachable
         finished += 1
         writer.add_result(res, ctx.scheduled.pop(res.index, None))
+        target = ctx.targets.pop(res.index, None)
+        if target is not None:
+            check.add(target, res)
         prog.request_done(res)
         if run.hooks.on_progress is not None:
             run.hooks.on_progress(finished, planned)
@@ -343,7 +411,7 @@ async def _measure(
         else:
             consecutive_unreachable = 0
 
-    ctx = Drive(engine, on_result, spec.workload_seed(), run.tasks)
+    ctx = Drive(engine, on_result, spec.workload_seed(), run.tasks, in_flight_cap=run.in_flight_cap)
     next_index = 0
     try:
         if run.hooks.on_run_created is not None:
@@ -353,22 +421,21 @@ async def _measure(
         run.say(f"measuring: {planned if planned is not None else 'timed'} requests")
         if run.hooks.on_progress is not None:
             run.hooks.on_progress(0, planned)
-        prompt_iter = _cycle(measured_prompts)
         with prog:
             for stage in stages:
                 if run.stop.is_set():
                     break
                 deadline = perf_counter() + duration_s if duration_s is not None else None
-                feed = Feed(prompt_iter, stage, per_stage, deadline, run.stop, next_index)
                 prog.stage(stage.stage, per_stage, duration_s)
                 t_stage = perf_counter() - writer.t0
+                feed = Feed(source, stage, per_stage, deadline, run.stop, next_index, targets=ctx.targets)
                 try:
                     await drive(ctx, stage, feed)
                 except asyncio.CancelledError:
                     if not run.interrupted:
                         raise
-                stage_windows.append((stage.stage, t_stage, perf_counter() - writer.t0))
                 next_index = feed.next_index
+                stage_windows.append((stage.stage, t_stage, perf_counter() - writer.t0))
                 if sampler is not None and not run.interrupted:
                     await sampler.mark()  # the stage's requests have all finished: the server is idle
     except BaseException as exc:
@@ -376,7 +443,8 @@ async def _measure(
         # the telemetry, store why, then raise again.
         status: RunStatus = "incomplete" if finished else "failed"
         with contextlib.suppress(GpuledgerError):
-            writer.finish(status, extra_summary={"aborted": f"the run stopped on an error: {_reason(exc)}"})
+            writer.finish(status, extra_summary={"aborted": f"the run stopped on an error: {_reason(exc)}"},
+                          workload=_finished_workload(info, source, check))
         raise
     extra: dict[str, Any] = {}
     final: RunStatus = "complete"
@@ -397,12 +465,26 @@ async def _measure(
     elif isinstance(state, str):
         srv["state"] = {"reason": state}
     srv.update(await engine.after_run())
-    if ctx.notes:
-        srv["warnings"] = [*srv.get("warnings", []), *ctx.notes]
+    prompt_warning = check.warning()
+    if prompt_warning is not None and run.hooks.on_warning is not None:
+        run.hooks.on_warning(prompt_warning)
+    notes = [*run.notes, *source.notes, *([prompt_warning] if prompt_warning else []), *ctx.notes,
+             *_prompt_wait_note(source)]
+    if notes:
+        srv["warnings"] = [*srv.get("warnings", []), *notes]
     fp = getattr(engine, "fingerprint", None)
     if fp:
         srv["system_fingerprint"] = fp
-    return writer.finish(final, extra_summary=extra or None, server=srv)
+    return writer.finish(final, extra_summary=extra or None, server=srv,
+                         workload=_finished_workload(info, source, check))
+
+
+def _prompt_wait_note(source: Prompts) -> list[str]:
+    """Requests that waited for their prompt (cut to length by the server's tokenizer as the run went)."""
+    if not source.waits:
+        return []
+    return [f"{source.waits} requests waited for their prompt to be made ({source.waited_s:.2f} s in all): "
+            "the load was that much lighter than asked"]
 
 
 def run_bench(

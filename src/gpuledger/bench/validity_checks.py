@@ -125,6 +125,9 @@ def _dataset_share(info: RunInfo, summary: RunSummary) -> tuple[float, str] | No
     if isinstance(stats, Mapping) and isinstance(stats.get("prompts"), int) and stats["prompts"] > 0:
         pool = int(stats["prompts"])
         share = number(stats.get("repeated_prefix_share")) or 0.0
+        if stats.get("each_send_new") is True:  # a sample of prompts made new for every send: no repeats
+            return share, f"{pool} of the prompts sampled (each send had its own), {share:.0%} of their " \
+                f"input repeats a prefix of ≥ {PREFIX_MIN_CHARS} characters"
         if sends > pool:  # the prompts were sent more than once: every further send is a whole repeat
             share = share * pool / sends + (sends - pool) / sends
         how = f"{pool} prompts, {share:.0%} of the input repeats a prefix of ≥ {PREFIX_MIN_CHARS} characters"

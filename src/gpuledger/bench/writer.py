@@ -323,6 +323,7 @@ class RunWriter:
         *,
         extra_summary: dict[str, Any] | None = None,
         server: dict[str, Any] | None = None,
+        workload: dict[str, Any] | None = None,
     ) -> RunInfo:
         """Flush the queued requests, store telemetry, summary, client CPU and ``status``; returns the
         run as stored. A store failure during the run is raised here (after the rest is saved).
@@ -331,7 +332,8 @@ class RunWriter:
         any other status): a store still locked after it keeps what was written, and the run is stored
         ``incomplete`` (StoreError) — or, when not even the status can be written, left to read as
         ``incomplete`` once this process exits (StoreError). A ``complete`` run whose requests all
-        failed is stored ``failed``."""
+        failed is stored ``failed``. ``server`` and ``workload`` replace the run's records of them (what the
+        run learnt about the server and its prompts as it went)."""
         if self._finished:
             raise StoreError("RunWriter.finish() called twice")
         self._finished = True
@@ -370,7 +372,8 @@ class RunWriter:
         final = _final_status(status, records, write_error)
         # How far the figures can be trusted, judged on what is stored now (bench.validity).
         judged = replace(self.info, summary=summary, client=client, telemetry_summary=summaries, status=final,
-                         server=server if server is not None else self.info.server)
+                         server=server if server is not None else self.info.server,
+                         workload=workload if workload is not None else self.info.workload)
         summary = summary.amended(verdict=verdict(judged, records))
         fields: dict[str, Any] = {
             "status": final,
@@ -384,6 +387,8 @@ class RunWriter:
         }
         if server is not None:
             fields["server"] = server
+        if workload is not None:
+            fields["workload"] = workload
         try:
             self.store.update_run(self.run_id, lock_wait_s=lock_wait(), **fields)
         except StoreLockedError as exc:

@@ -42,8 +42,16 @@ _DTYPE_ALIASES: dict[str, str] = {
     "q4": "int4",
     "awq": "int4",
     "gptq": "int4",
+    "fp4": "fp4",
+    "mxfp4": "fp4",
+    "nvfp4": "fp4",
 }
-DTYPE_BYTES: dict[str, float] = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+DTYPE_BYTES: dict[str, float] = {
+    "fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5, "fp4": 0.5,
+}
+# The share of a device's memory a server can fill with weights and KV cache (the rest: activations, the
+# CUDA/HIP context, fragmentation) -- vLLM's default --gpu-memory-utilization.
+USABLE_MEMORY_FRACTION = 0.9
 
 
 def normalise_dtype(dtype: str | None) -> str | None:
@@ -87,6 +95,31 @@ def mfu(flops_per_s: float, spec: GpuSpec, dtype: str | None) -> float | None:
     """Model FLOP utilisation: achieved FLOP/s / peak dense FLOP/s at the run's dtype (0..1)."""
     peak, _ = peak_compute(spec, dtype)
     return None if peak.value is None else flops_per_s / (peak.value * TB)
+
+
+def weight_bytes(dtype: str | None) -> tuple[float, str]:
+    """Bytes per weight at ``dtype``, and what that rests on (16-bit when the dtype is not known)."""
+    kind = normalise_dtype(dtype)
+    if kind is None:
+        return 2.0, "dtype not recorded: 16-bit weights assumed (2 bytes)"
+    return DTYPE_BYTES[kind], f"{kind} weights ({DTYPE_BYTES[kind]:g} bytes)"
+
+
+def kv_bytes(dtype: str | None) -> tuple[float, str]:
+    """Bytes per KV-cache element: the compute dtype's for 32/16-bit runs; 16-bit for 8- and 4-bit weights
+    (the servers' default KV cache dtype follows the activations, not the quantised weights)."""
+    kind = normalise_dtype(dtype)
+    if kind in ("fp32", "fp16", "bf16"):
+        return DTYPE_BYTES[kind], f"{kind} KV cache ({DTYPE_BYTES[kind]:g} bytes)"
+    return 2.0, "16-bit KV cache assumed (2 bytes; the servers' default beside quantised weights)"
+
+
+def kv_cache_bytes(
+    elements_per_token: float, bytes_per_element: float, context: float, sequences: float
+) -> float:
+    """KV cache of ``sequences`` sequences of ``context`` tokens: elements per token (2 x layers x KV heads
+    x head dim, or an MLA latent) x bytes x context x sequences."""
+    return elements_per_token * bytes_per_element * context * sequences
 
 
 def forward_flops_per_token(num_parameters: float) -> float:

@@ -37,6 +37,7 @@ def _register() -> None:
         bench_cmd,
         cost_cmds,
         doctor_cmd,
+        estimate_cmd,
         lock_cmd,
         monitor_cmd,
         published_cmds,
@@ -48,8 +49,8 @@ def _register() -> None:
     )
 
     # Order = the user's path through the tool (DESIGN.md): run first, then the steps.
-    for module in (run_cmd, doctor_cmd, lock_cmd, bench_cmd, sample_cmd, cost_cmds, published_cmds,
-                   report_cmd, monitor_cmd, store_cmds, telemetry_cmd):
+    for module in (run_cmd, doctor_cmd, lock_cmd, bench_cmd, sample_cmd, cost_cmds, estimate_cmd,
+                   published_cmds, report_cmd, monitor_cmd, store_cmds, telemetry_cmd):
         module.register(app)
 
 

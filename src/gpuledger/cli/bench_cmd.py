@@ -476,8 +476,10 @@ def bench(
         ),
     ] = None,
     progress: Annotated[
-        bool, typer.Option("--progress/--no-progress", help="Live progress bar on stderr.")
-    ] = True,
+        bool | None,
+        typer.Option("--progress/--no-progress", help="Progress on stderr: the preparation, then a live bar "
+                     "(default: when stderr is a terminal)."),
+    ] = None,
     repeats: Annotated[
         int,
         typer.Option(
@@ -521,7 +523,7 @@ def bench(
         return
     if stored is not None and isinstance(spec, ServerSpec) and spec.dataset is not None:
         check_dataset(stored, spec.dataset.path)
-    show_progress = progress and err_console.is_terminal
+    show_progress = progress if progress is not None else err_console.is_terminal
 
     def created(run_id: str) -> None:
         if show_progress:
@@ -538,7 +540,8 @@ def bench(
 
     check_remote_urls(telemetry_from or ())  # a malformed URL is exit 2 before anything is opened
     hooks = Hooks(on_run_created=created, on_warning=warned, on_phase=phase,
-                  environment=environment_fingerprint, telemetry_from=tuple(telemetry_from or ()))
+                  environment=environment_fingerprint, telemetry_from=tuple(telemetry_from or ()),
+                  console=err_console)
     store = open_store(db)
     try:
         if repeats > 1:  # one group of N runs of the same spec (cli/groups.py)

@@ -1,4 +1,4 @@
-"""``gpuledger cost``, ``compare``, ``estimate``, ``gpus``, ``profiles`` (docs/cost.md)."""
+"""``gpuledger cost``, ``compare``, ``gpus``, ``profiles`` (docs/cost.md; ``estimate``: estimate_cmd.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from gpuledger.cli.common import DbOpt, JsonOpt, console, print_json, warn
-from gpuledger.cli.cost_render import render_comparison, render_cost, render_estimate
+from gpuledger.cli.cost_render import render_comparison, render_cost
 from gpuledger.cli.groups import any_group, compare_group_args, cost_group
 from gpuledger.errors import NotFoundError, StoreError, UsageError
 
@@ -226,47 +226,6 @@ def compare_cmd(
         render_repricing(repriced)
 
 
-# ------------------------------------------------------------------------------------- estimate
-def estimate_cmd(
-    run_id: Annotated[str, typer.Argument(help="A run measured on a GPU the catalog knows.")],
-    gpu: Annotated[
-        str, typer.Option("--gpu", help="Target GPU: catalog key or name (see `gpuledger gpus`).")
-    ],
-    profile: ProfileOpt = None,
-    prefill_share: Annotated[
-        float | None,
-        typer.Option(
-            "--prefill-share",
-            min=0.0,
-            max=1.0,
-            help="Share of the time spent in prefill (default: mean TTFT / mean E2E of the run).",
-        ),
-    ] = None,
-    json_out: JsonOpt = False,
-    db: DbOpt = None,
-) -> None:
-    """What-if: scale a measured run to another GPU (roofline) and price it. Always labelled an estimate."""
-    from gpuledger.catalog import load_catalog
-    from gpuledger.cost import estimate_run, load_profile
-
-    catalog = load_catalog()
-    target = catalog.resolve(gpu)
-    store = _open(db)
-    try:
-        run = store.get_run(run_id)
-        prof = load_profile(profile, catalog) if profile else None
-        records = store.list_doctor_runs() if prof is not None and prof.from_doctor_history else None
-    finally:
-        store.close()
-    est = estimate_run(
-        run, target, prof, catalog=catalog, prefill_share=prefill_share, doctor_records=records
-    )
-    if json_out:
-        print_json(est.to_dict())
-    else:
-        render_estimate(est)
-
-
 # ------------------------------------------------------------------------------------- gpus, profiles
 def _fig(spec: GpuSpec, name: str, fmt: str = ",.4g") -> str:
     f = spec.figure(name)
@@ -361,6 +320,5 @@ def register(app: typer.Typer) -> None:
     """Add this module's commands to ``app``."""
     app.command("cost")(cost_cmd)
     app.command("compare")(compare_cmd)
-    app.command("estimate")(estimate_cmd)
     app.command("gpus")(gpus_cmd)
     app.command("profiles")(profiles_cmd)

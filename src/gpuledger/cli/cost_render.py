@@ -312,13 +312,14 @@ def render_estimate(est: Estimate) -> None:
         indent=2,
     )
     eff = est.efficiency
-    if eff.get("mfu") is not None or eff.get("mbu") is not None:
+    if eff.available:
         paragraph(
             console,
-            f"measured efficiency carried over: MFU {_ratio_text(eff.get('mfu'))}, "
-            f"MBU {_ratio_text(eff.get('mbu'))}",
+            f"measured efficiency carried over: MFU {_ratio_text(eff.mfu)}, MBU {_ratio_text(eff.mbu)}",
             indent=2,
         )
+    else:
+        paragraph(console, f"MBU/MFU of the run: {eff.text()}", indent=2, style="dim")
     render_cost(est.cost, notes)
     for a in est.assumptions:
         paragraph(console, notes.shorten(a), lead="assumption: ", indent=2)

@@ -143,8 +143,10 @@ def _run(argv: list[str] | None) -> int:
 
         from gpuledger.cli.app import app
 
+        from gpuledger.cli.numeric import bound_numbers
+
         usage_error, click_error = _click_class("UsageError"), _click_class("ClickException")
-        command = get_command(app)
+        command = bound_numbers(get_command(app))  # no option takes inf, nan or a 100-bit integer
         commands = getattr(command, "commands", {})
         args = sys.argv[1:] if argv is None else list(argv)
         try:

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from gpuledger.store import Store
 
 NA = "n/a"
+MAX_MEMORY_BUDGET_GIB = 2**20  # 1 PiB: more than any device has (docs/contracts.md, "Which inputs are bounded")
 
 
 class _Steps:
@@ -403,7 +404,7 @@ def run_cmd(
     quick: Annotated[bool, typer.Option("--quick", help="An even shorter run.")] = False,
     memory_budget: Annotated[
         float | None, typer.Option("--memory-budget", help="GiB the model may use (default: the device's "
-                                   "free memory).", min=0.0)
+                                   "free memory).", min=0.0, max=float(MAX_MEMORY_BUDGET_GIB))
     ] = None,
     label: Annotated[str, typer.Option("--label", help="Label stored with the run.")] = "",
     telemetry_from: Annotated[

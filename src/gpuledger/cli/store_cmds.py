@@ -347,11 +347,13 @@ def show(
         old = not json_out and info.summary is not None and info.summary.verdict is None
         records = store.get_requests(info.id) if old else None
     if json_out:
+        from gpuledger.cost.efficiency import run_efficiency
         from gpuledger.cost.runview import energy_view
 
         print_json(run_to_dict(info) | {"env_hash": env_hash, "cost_evaluations": costs,
                                         "output_tokens_per_s": output_rate(info),
-                                        "energy": energy_view(info)})
+                                        "energy": energy_view(info),
+                                        "efficiency": run_efficiency(info).to_dict()})
         return
     from gpuledger.report.headline import measured_answer, saved_price, stage_table
     from gpuledger.report.layout import paragraph, print_grid

@@ -12,19 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gpuledger.catalog import (
-    Catalog,
-    GpuSpec,
-    RooflineScale,
-    decode_bytes_per_step,
-    forward_flops_per_token,
-    load_catalog,
-    normalise_dtype,
-    peak_bandwidth,
-    peak_compute,
-    roofline_scale,
-)
-from gpuledger.catalog.roofline import TB
+from gpuledger.catalog import Catalog, GpuSpec, RooflineScale, load_catalog, normalise_dtype, roofline_scale
+from gpuledger.cost.efficiency import Efficiency, run_efficiency
 from gpuledger.cost.operating import operating_point
 from gpuledger.cost.power import PowerResolution
 from gpuledger.cost.presets import gpu_default_profile
@@ -34,18 +23,6 @@ from gpuledger.cost.runview import DeviceView, gpu_devices
 from gpuledger.cost.tokens import prefill_share_of
 from gpuledger.errors import InvalidInputError, NotFoundError
 from gpuledger.records import DoctorRunRecord, Latency, RunInfo, RunSummary, TextGenerationSummary
-
-
-def _parameters(run: RunInfo) -> float | None:
-    """The model's parameter count, when the run's spec records it (the in-process engine's plan)."""
-    value = run.config.parameter_count()
-    return float(value) if value else None
-
-
-def _concurrency(run: RunInfo) -> float | None:
-    """Requests in flight during the whole run, when that was fixed (a batch, one concurrency)."""
-    value = run.config.fixed_concurrency()
-    return float(value) if value else None
 
 
 def run_dtype(run: RunInfo) -> str | None:
@@ -63,7 +40,7 @@ class Estimate:
     cost: RunCost
     scaled_summary: RunSummary
     measured_summary: RunSummary
-    efficiency: dict[str, Any]
+    efficiency: Efficiency
     assumptions: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -82,47 +59,11 @@ class Estimate:
             "measured_throughput": {
                 key: self.measured_summary.rate(u) for u, key in self.measured_summary.rate_keys()
             },
-            "efficiency": self.efficiency,
+            "efficiency": self.efficiency.to_dict(),
             "cost": self.cost.to_dict(),
             "assumptions": self.assumptions,
             "warnings": self.warnings,
         }
-
-
-def _efficiency(
-    run: RunInfo, summary: RunSummary, spec: GpuSpec, n: int, dtype: str | None
-) -> dict[str, Any]:
-    """MBU/MFU of the measured run on its GPU, when the run records the model's parameter count."""
-    params = _parameters(run)
-    if params is None:
-        return {
-            "mfu": None,
-            "mbu": None,
-            "reason": "the run does not record the model's parameter count (config num_parameters)",
-        }
-    total_tps = summary.rate("token") or 0.0
-    peak_f, basis = peak_compute(spec, dtype)
-    out: dict[str, Any] = {
-        "num_parameters": params,
-        "dtype": dtype,
-        "devices": n,
-        "method": "approximation: 2 FLOPs per parameter per token; a decode step reads "
-        "all weights once (KV cache reads not counted)",
-    }
-    if peak_f.value is not None:
-        out["mfu"] = forward_flops_per_token(params) * total_tps / (n * peak_f.value * TB)
-        out["mfu_peak"] = basis
-    concurrency = _concurrency(run)
-    bw = peak_bandwidth(spec)
-    out_tps = summary.rate("output_token") or 0.0
-    if concurrency and bw.value is not None:
-        steps_per_s = out_tps / concurrency
-        out["mbu"] = decode_bytes_per_step(params, dtype) * steps_per_s / (n * bw.value * TB)
-        out["mbu_steps_per_s"] = steps_per_s
-    else:
-        out["mbu"] = None
-        out["mbu_reason"] = "the run does not record its concurrency (decode steps/s unknown)"
-    return out
 
 
 def _target_power(used: list[DeviceView], source: GpuSpec, target: GpuSpec, n: int) -> PowerResolution:
@@ -267,6 +208,13 @@ def estimate_run(
         warnings.append(
             f"the run used FP8 but {tgt.name} has no FP8: it would run at 16-bit (more memory, other speed)"
         )
+    measured_eff = run_efficiency(run, measured, catalog=cat)
+    # The roofline keeps the measured MBU/MFU on the target: that is what the estimate's price rests on.
+    carried = measured_eff.as_estimate(
+        f"estimate: the MBU/MFU measured by run {run.id} on {src.name}, carried to {tgt.name} unchanged "
+        "(the roofline's assumption)"
+    )
+    cost = replace(cost, efficiency=carried)
     return Estimate(
         run,
         src,
@@ -275,7 +223,7 @@ def estimate_run(
         cost,
         summary,
         measured,
-        _efficiency(run, measured, src, n, dtype),
+        measured_eff,
         assumptions,
         warnings + cost.warnings,
     )

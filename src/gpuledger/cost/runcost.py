@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuledger.catalog import Catalog, load_catalog
+from gpuledger.cost.efficiency import Efficiency, run_efficiency
 from gpuledger.cost.labour import resolve_setup_hours
 from gpuledger.cost.model import CostInputs, Evaluation, evaluate, money_prefix
 from gpuledger.cost.operating import DEFAULT_ATTAINMENT, OperatingPoint, operating_point
@@ -59,6 +60,7 @@ class RunCost:
     warnings: list[str]
     operating_point: dict[str, Any] | None = None  # the sweep stage priced (cost/operating.py)
     rate_source: str = "run summary (measured)"
+    efficiency: Efficiency | None = None  # MBU and MFU of what was priced (cost/efficiency.py)
 
     @property
     def currency(self) -> str:
@@ -117,6 +119,7 @@ class RunCost:
             },
             "hourly": hourly,
             "throughput": throughput,
+            "efficiency": self.efficiency.to_dict() if self.efficiency is not None else None,
             f"{p}_per_hour": ev.hourly.total,
             **prices,
             **yields,
@@ -466,7 +469,15 @@ def cost_of_run(
         warnings=warnings,
         operating_point=point,
         rate_source=rate_source,
+        efficiency=_efficiency(run, priced, cat, None if kind == "gpu" or origin else named, n, rate_source),
     )
+
+
+def _efficiency(run: RunInfo, priced: RunSummary, cat: Catalog, gpu: str | None, n: int,
+                rate_source: str) -> Efficiency:
+    """MBU and MFU of what was priced; of an estimate's scaled run, labelled an estimate."""
+    eff = run_efficiency(run, priced, catalog=cat, gpu=gpu, gpus=n)
+    return eff.as_estimate(rate_source) if rate_source.startswith("estimate") else eff
 
 
 def _operating_point_dict(op: OperatingPoint, inputs: CostInputs, summary: RunSummary) -> dict[str, Any]:

@@ -7,6 +7,14 @@ sent where the server accepts them. Token counts: the server's usage when report
 (``gpuledger.engines.base.implausible_output_count`` / ``implausible_input_count``; a count that is not is
 replaced by the client's, with a note on the request and a warning on the run); else the server's own
 tokenizer endpoint (vLLM and llama.cpp ``/tokenize``); else the client's chunk count.
+
+What bounds a request is learnt at open where the server says it (``ServerInfo.details``:
+``context_length`` and its ``context_length_source``): ``max_model_len`` of the model in ``/v1/models``
+(vLLM, SGLang), llama.cpp's ``/props`` ``n_ctx`` (per slot), TGI's ``/info`` ``max_total_tokens`` (and
+``max_input_tokens``), SGLang's ``/get_server_info`` ``context_length``. The server's tokenizer also counts
+a templated chat the way the server builds it (``ServerTokenizer.chat_tokens``: vLLM's /tokenize with
+``messages``, llama.cpp's /apply-template then /tokenize), so a chat prompt can have the requested length.
+The tokenizer has its own connections: its calls never wait for (or hold) one the requests need.
 """
 
 from __future__ import annotations
@@ -34,6 +42,8 @@ from gpuledger.urls import ServerUrl, parse_server_url
 _IGNORE_EOS = {"vllm", "sglang", "llamacpp"}
 _MIN_TOKENS = {"vllm", "sglang"}
 _CONTINUOUS_USAGE = {"vllm", "sglang"}
+TOKENIZER_CONNECTIONS = 8
+MAX_CONTEXT = 2**31 - 1
 
 
 class ServerTokenizer:
@@ -53,6 +63,11 @@ class ServerTokenizer:
         self._kind = kind
         self._model = model
         self._headers = {**headers, "Content-Type": "application/json"}
+        self.chat_source = (
+            "POST /tokenize with the chat's messages (vLLM: its chat template, add_generation_prompt)"
+            if kind == "vllm"
+            else "POST /apply-template, then /tokenize of the templated prompt (llama.cpp)"
+        )
 
     async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -88,6 +103,23 @@ class ServerTokenizer:
             raise EngineError("tokenizer endpoint /tokenize: no token list in the answer")
         # llama.cpp answers [{"id":..,"piece":..}] when asked with_pieces; ids otherwise.
         return [int(t["id"]) if isinstance(t, dict) else int(t) for t in toks]
+
+    async def chat_tokens(self, messages: list[dict[str, str]]) -> int:
+        """The tokens of ``messages`` as the server templates them for a chat request (generation prompt
+        included): what its ``usage.prompt_tokens`` will say."""
+        if self._kind == "vllm":
+            obj = await self._post(
+                "/tokenize", {"model": self._model, "messages": messages, "add_generation_prompt": True}
+            )
+            toks = obj.get("tokens")
+            if not isinstance(toks, list):
+                raise EngineError("tokenizer endpoint /tokenize: no token list in the chat's answer")
+            return len(toks)
+        obj = await self._post("/apply-template", {"messages": messages})
+        prompt = obj.get("prompt")
+        if not isinstance(prompt, str):
+            raise EngineError("chat template endpoint /apply-template: no prompt in the answer")
+        return len(await self.tokenize(prompt, add_special=True))
 
     async def detokenize(self, ids: list[int]) -> str:
         if self._kind == "vllm":
@@ -126,14 +158,22 @@ async def identify_server(
         version: Any = None
         if kind == "sglang" and ("version" in obj or "tokenizer_path" in obj or "model_path" in obj):
             version = obj.get("version")
+            _context(info, obj.get("context_length"), "GET /get_server_info context_length (SGLang)")
         elif kind == "tgi" and "model_id" in obj:
             version = obj.get("version")
             info.details["model_id"] = obj.get("model_id")
             info.details["sha"] = obj.get("sha")
+            _context(info, obj.get("max_total_tokens"), "GET /info max_total_tokens (TGI)")
+            longest = obj.get("max_input_tokens", obj.get("max_input_length"))
+            if _count(longest) is not None:
+                info.details["max_input_tokens"] = longest
         elif kind == "llamacpp" and ("default_generation_settings" in obj or "build_info" in obj):
             version = obj.get("build_info")
             if "total_slots" in obj:
                 info.details["total_slots"] = obj.get("total_slots")
+            settings = obj.get("default_generation_settings")
+            n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+            _context(info, n_ctx, "GET /props default_generation_settings.n_ctx (llama.cpp, per slot)")
         elif (
             kind == "vllm"
             and set(obj) == {"version"}
@@ -158,6 +198,19 @@ async def identify_server(
     return info
 
 
+def _count(value: object) -> int | None:
+    """A token count a server reported, when it is one (an integer, not a bool, 1 .. 2^31 - 1)."""
+    return value if type(value) is int and 1 <= value <= MAX_CONTEXT else None
+
+
+def _context(info: ServerInfo, value: object, source: str) -> None:
+    """Record the server's context length (``details``) when ``value`` is a believable one."""
+    n = _count(value)
+    if n is not None:
+        info.details["context_length"] = n
+        info.details["context_length_source"] = source
+
+
 class OpenAIEngine(HttpEngine):
     """``/v1/completions`` (``endpoint="completions"``, default) or ``/v1/chat/completions`` (``"chat"``)."""
 
@@ -169,6 +222,7 @@ class OpenAIEngine(HttpEngine):
     def _init_state(self) -> None:
         self._info = ServerInfo()
         self._tokenizer: ServerTokenizer | None = None
+        self._tokenizer_session: aiohttp.ClientSession | None = None
         self._stream_options: dict[str, bool] = {"include_usage": True}
         self.fingerprint: str | None = None
 
@@ -186,11 +240,13 @@ class OpenAIEngine(HttpEngine):
             )
         models: list[str] = []
         owner: str | None = None
+        lengths: dict[str, object] = {}
         if status == 200 and isinstance(obj, dict) and isinstance(obj.get("data"), list):
             for m in obj["data"]:
                 if isinstance(m, dict) and m.get("id"):
                     models.append(str(m["id"]))
                     owner = owner or (str(m["owned_by"]) if m.get("owned_by") else None)
+                    lengths[str(m["id"])] = m.get("max_model_len")
         info = await identify_server(session, self.server_url, self._auth, owner)
         info.models = models
         info.warnings.extend(self.probe_notes)
@@ -211,10 +267,21 @@ class OpenAIEngine(HttpEngine):
             self._headers = {**self._headers, "Connection": "close"}
         if info.accepts_continuous_usage:
             self._stream_options = {"include_usage": True, "continuous_usage_stats": True}
+        _context(info, lengths.get(self.model), "GET /v1/models max_model_len")
         if info.tokenizer_endpoint:
-            self._tokenizer = ServerTokenizer(session, self.server_url, info.kind, self.model, self._auth)
+            own = aiohttp.TCPConnector(limit=TOKENIZER_CONNECTIONS, ttl_dns_cache=None)
+            self._tokenizer_session = aiohttp.ClientSession(connector=own)
+            self._tokenizer = ServerTokenizer(
+                self._tokenizer_session, self.server_url, info.kind, self.model, self._auth
+            )
         self._info = info
         return info
+
+    async def close(self) -> None:
+        if self._tokenizer_session is not None:
+            session, self._tokenizer_session = self._tokenizer_session, None
+            await session.close()
+        await super().close()
 
     def _body(self, req: GenRequest) -> bytes:
         body: dict[str, Any] = {

@@ -269,6 +269,14 @@ class BenchSpec(SpecModel):
 # --------------------------------------------------------------------------------------------------
 
 
+class ModelArchitecture(SpecModel):
+    """``bench --model-config PATH``: the model's config.json as it was read, kept with the run so the store
+    alone says what the server's model is (its MBU and MFU need the architecture: cost/efficiency.py)."""
+
+    path: str = Field(max_length=4096)
+    config: dict[str, Any]
+
+
 class ServerSpec(BenchSpec):
     """A run against an inference server (``openai``, ``ollama``). ``base_url`` is stored redacted
     (``user:***@``); the API key itself is never part of the spec, only the variable holding it."""
@@ -292,6 +300,7 @@ class ServerSpec(BenchSpec):
     api_key_env: str | None = None
     seed: int | None = None
     sampling: str | None = None
+    model_architecture: ModelArchitecture | None = None
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -501,6 +510,7 @@ __all__ = [
     "DatasetSpec",
     "LikeOrigin",
     "LoadSpec",
+    "ModelArchitecture",
     "RateLoad",
     "RateStage",
     "ServerSpec",

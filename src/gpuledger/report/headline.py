@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from gpuledger.bench.validity import run_verdict
 from gpuledger.cost import Comparison, RunCost
 from gpuledger.cost.breakeven import CostSensitivity
+from gpuledger.cost.efficiency import run_efficiency
 from gpuledger.cost.groups import compare_groups
 from gpuledger.cost.model import money_prefix
 from gpuledger.cost.operating import operating_point
@@ -148,6 +149,8 @@ def cost_answer(
     facts = [verdict_fact(verdict), *_facts(cost.summary, estimate=cost.rate_source.startswith("estimate"))]
     facts.append(("power", power_fact(cost)))
     facts.append((f"energy per {cost.inputs.unit(cost.headline).singular}", energy_fact(cost)))
+    if cost.efficiency is not None:
+        facts.append(("MBU / MFU", cost.efficiency.text()))
     facts.append(("profile", f"{cost.profile.name or '(unnamed)'} ({cost.profile.mode}, {cost.currency})"))
     why = [*verdict_why(verdict), _largest_component(cost)]
     if cost.operating_point:
@@ -223,6 +226,7 @@ def measured_answer(
     ok, failed = getattr(priced, "num_ok", None), getattr(priced, "num_failed", None)
     if isinstance(ok, int) and isinstance(failed, int):
         facts.append(("requests ok / failed", f"{ok:,} / {failed:,}"))
+    facts.append(("MBU / MFU", run_efficiency(info, priced).text()))
     facts.append(("price", f"not priced here — gpuledger cost {info.id} [--profile NAME]"))
     why.extend(summary.fidelity_notes())
     why.extend(_noise(info))

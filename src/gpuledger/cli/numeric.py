@@ -1,0 +1,58 @@
+"""Every number a command line gives is finite and storable, whatever option takes it.
+
+typer turns ``--slo-attainment inf`` into ``float("inf")`` and ``--seed 100000000000000000000000`` into an
+integer no store column or JSON document can hold. ``bound_numbers(command)`` wraps the value processing
+of every option and argument of every command: a float that is not finite (``inf``, ``nan``) or an integer
+beyond 64 bits is a usage error (exit 2, one line naming the option and the bound) before the command
+runs. The commands' own bounds (``bench.bounds`` for bench's flags, typer's ``min``/``max``) come after it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import typer
+
+MAX_INT = 2**63 - 1
+_WRAPPED = "_gpuledger_numbers_bounded"
+
+
+def problem(value: Any) -> str | None:
+    """Why ``value`` (an option's converted value, or one of its items) is not a usable number."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{value} is not a finite number"
+    if isinstance(value, int) and not -MAX_INT <= value <= MAX_INT:
+        return f"{value} is beyond a 64-bit integer (at most {MAX_INT:,} either way)"
+    return None
+
+
+def _items(value: Any) -> Iterable[Any]:
+    return value if isinstance(value, list | tuple) else (value,)
+
+
+def _checked(param: Any, process: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    def process_value(ctx: Any, value: Any) -> Any:
+        out = process(ctx, value)
+        for item in _items(out):
+            why = problem(item)
+            if why is not None:
+                raise typer.BadParameter(why, ctx=ctx, param=param)
+        return out
+
+    return process_value
+
+
+def bound_numbers(command: Any) -> Any:
+    """``command`` (the click command typer built), every parameter of it and of its subcommands checked
+    as the module docstring says; returns ``command``."""
+    for param in getattr(command, "params", ()):
+        if not getattr(param, _WRAPPED, False):
+            param.process_value = _checked(param, param.process_value)
+            setattr(param, _WRAPPED, True)
+    for sub in (getattr(command, "commands", None) or {}).values():
+        bound_numbers(sub)
+    return command
