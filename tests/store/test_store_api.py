@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -355,3 +356,20 @@ def test_requests_can_be_read_without_their_chunk_times_for_fast_latency_views(s
     assert full.chunk_times == [0.1, 0.2, 0.5] and full.chunk_tokens == [1, 1, 2]
     assert light.chunk_times == [] and light.chunk_tokens is None
     assert (light.t_send, light.t_first, light.t_end, light.output_tokens) == (0.0, 0.1, 0.5, 4)
+
+
+def test_the_environment_is_typed_and_older_spellings_are_read(tmp_path: Path) -> None:
+    """`RunInfo.environment` is the typed fingerprint (issue 14): the host's CPUs and name have one place
+    each, an older document's `hostname` / top-level `logical_cpus` are read into them, and a key nobody
+    reads is refused rather than kept silently."""
+    from gpuledger.records.environment import EnvironmentRecordError, load_environment
+
+    env = load_environment({"hostname": "gpu-box-a", "cpu_count": 8, "driver": "550.54"})
+    assert env.machine == "gpu-box-a" and env.logical_cpus == 8 and env.driver == "550.54"
+    assert env.to_dict() == {"machine": "gpu-box-a", "cpu": {"logical_cpus": 8}, "driver": "550.54"}
+    with pytest.raises(EnvironmentRecordError, match="colour"):
+        load_environment({"colour": "red"})
+    with open_store(f"sqlite:///{tmp_path / 's.sqlite'}") as store:
+        run_id = store.create_run(RunInfo(id="", environment={"arch": "x86_64", "cpu": {"logical_cpus": 2}}))
+        got = store.get_run(run_id)
+    assert got.environment.arch == "x86_64" and got.environment.logical_cpus == 2

@@ -90,7 +90,7 @@ def test_a_store_created_by_the_first_schema_upgrades_to_head_with_its_data_inta
         assert isinstance(run.summary, TextGenerationSummary)  # the untyped summary of schema 1, upgraded
         assert run.summary.output_tokens_per_s == 812.5
         assert dump_summary(run.summary) == {"output_tokens_per_s": 812.5}
-        assert run.environment == {"hash": "sha256:0ld", "driver": "550"}
+        assert run.environment.to_dict() == {"hash": "sha256:0ld", "driver": "550"}
         assert store.env_hash("oldrun01") == "sha256:0ld"  # revision 0002 filled it for the old run
         assert store.get_requests("oldrun01") == [
             RequestRecord(0, 0.0, 0.05, 0.07, [0.05, 0.06, 0.07], None, 16, 3, "server_usage", None, None, "",

@@ -43,6 +43,7 @@ from gpuledger.engines.base import GenResult
 from gpuledger.errors import GpuledgerError, StoreError
 from gpuledger.facts.cpu import usable_cpus
 from gpuledger.records import RequestRecord, RunInfo, RunStatus, RunSummary, TelemetrySample
+from gpuledger.records.environment import load_environment
 from gpuledger.records.spec import TelemetryRecord, TelemetrySource
 from gpuledger.store.engine import StoreLockedError
 from gpuledger.store.exchange import telemetry_problem
@@ -176,8 +177,8 @@ class RunWriter:
     def start(self) -> str:
         """Create the run (status ``running``), start telemetry; the measured window starts now."""
         info = self.info
-        if not info.environment and self.environment is not None:
-            info.environment = self.environment
+        if info.environment.empty and self.environment is not None:
+            info.environment = load_environment(self.environment)
         info.status = "running"
         info.unit = info.unit or "token"
         now = datetime.now(UTC)

@@ -389,9 +389,9 @@ def show(
         _flatten("", info.workload, rows)
         _kv_table(rows)
     console.rule("environment", align="left")
-    if info.environment:
+    if not info.environment.empty:
         rows = []
-        _flatten("", info.environment, rows)
+        _flatten("", info.environment.to_dict(), rows)
         _kv_table(rows)
     else:
         console.print(f"{NA} (no environment fingerprint stored)", markup=False)

@@ -76,7 +76,7 @@ def _vendor(cost: RunCost) -> str:
 
 def environment_differences(a: RunCost, b: RunCost) -> tuple[list[str], list[str]]:
     """(warnings, notes) about environment keys that differ."""
-    env_a, env_b = flat(a.run.environment or {}), flat(b.run.environment or {})
+    env_a, env_b = flat(a.run.environment.to_dict()), flat(b.run.environment.to_dict())
     same_vendor = _vendor(a) == _vendor(b)
     warns: list[str] = []
     notes: list[str] = []

@@ -471,5 +471,4 @@ def default_profile_for(run: RunInfo, catalog: Catalog | None = None) -> CostPro
 
 def run_arch(run: RunInfo) -> str | None:
     """The CPU architecture the run's machine had (its environment fingerprint's ``arch``)."""
-    arch = run.environment.get("arch") if isinstance(run.environment, dict) else None
-    return arch if isinstance(arch, str) and arch else None
+    return run.environment.arch or None

@@ -190,45 +190,23 @@ def cpu_device(run: RunInfo) -> DeviceView | None:
     return None
 
 
-_THREAD_KEYS = ("logical_cpus", "cpu_count", "cpu_threads", "cpus", "threads", "logical", "count", "nproc")
-
-
 def cpu_threads(run: RunInfo) -> int | None:
-    """Logical CPUs the run's machine had, if the run recorded it (environment or client info)."""
-    for where in (run.environment, run.client, run.server):
-        if not isinstance(where, Mapping):
-            continue
-        for key in _THREAD_KEYS[:4]:
-            value = _num(where.get(key))
-            if value and value >= 1:
-                return int(value)
-        for nest in ("cpu", "host", "machine", "system"):
-            inner = where.get(nest)
-            if isinstance(inner, Mapping):
-                for key in _THREAD_KEYS:
-                    value = _num(inner.get(key))
-                    if value and value >= 1:
-                        return int(value)
-    return None
+    """Logical CPUs the run's machine had, if the run recorded it: its environment fingerprint's
+    ``cpu.logical_cpus``, else the in-process engine's record of the host (``server.cpu.logical_cpus``)."""
+    if run.environment.logical_cpus:
+        return run.environment.logical_cpus
+    cpu = run.server.get("cpu") if isinstance(run.server, Mapping) else None
+    value = _num(cpu.get("logical_cpus")) if isinstance(cpu, Mapping) else None
+    return int(value) if value and value >= 1 else None
 
 
 def machine_name(run: RunInfo) -> str | None:
-    """The host the run was measured on, if recorded (to match the doctor's setup-labour ledger)."""
-    for where in (run.environment, run.client):
-        if not isinstance(where, Mapping):
-            continue
-        for key in ("machine", "hostname", "host", "node"):
-            value = where.get(key)
-            if isinstance(value, str) and value:
-                return value
-        for nest in ("host", "machine", "system"):
-            inner = where.get(nest)
-            if isinstance(inner, Mapping):
-                for key in ("hostname", "name", "node"):
-                    value = inner.get(key)
-                    if isinstance(value, str) and value:
-                        return value
-    return None
+    """The host the run was measured on (to match the doctor's setup-labour ledger): its environment's
+    ``machine``, else the client's ``hostname``."""
+    if run.environment.machine:
+        return run.environment.machine
+    host = run.client.get("hostname") if isinstance(run.client, Mapping) else None
+    return host if isinstance(host, str) and host else None
 
 
 def flat(mapping: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -21,6 +21,7 @@ from gpuledger.catalog import Catalog, load_catalog
 from gpuledger.cost import CostProfile, cpu_defaults, default_profile_for, load_profile
 from gpuledger.errors import InvalidInputError, NotFoundError
 from gpuledger.records import RunInfo
+from gpuledger.records.environment import Environment, HostCpu
 from gpuledger.telemetry import DeviceInfo
 
 GPU_VENDORS = ("nvidia", "amd")
@@ -60,10 +61,9 @@ def choose_profile(name_or_path: str | None, devices: Sequence[DeviceInfo],
         id="monitor",
         telemetry_summary=[{"device": d.key, "vendor": d.vendor, "name": d.name, "peak_util_ratio": None}
                            for d in acc],
-        environment={
-            "arch": platform.machine(),
-            **({"logical_cpus": os.cpu_count()} if os.cpu_count() else {}),
-        },
+        environment=Environment(
+            arch=platform.machine(), cpu=HostCpu(logical_cpus=os.cpu_count()) if os.cpu_count() else None
+        ),
     )
     try:
         prof = default_profile_for(run, catalog)

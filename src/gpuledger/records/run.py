@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from gpuledger.records.environment import Environment, load_environment
 from gpuledger.records.spec import BenchSpec, load_spec
 from gpuledger.records.summary import RunSummary
 
@@ -65,9 +66,10 @@ class TelemetrySample:
 @dataclass(slots=True)
 class RunInfo:
     """The header of a run. ``config`` is the typed spec of what the run was asked to do (a mapping given
-    here is read as a stored one: ``records.spec.load_spec``). ``summary`` is the cached output of the
-    metrics functions (``None`` until the run is summarised) and can be recomputed from the requests at
-    any time."""
+    here is read as a stored one: ``records.spec.load_spec``); ``environment`` the typed stack fingerprint
+    (a mapping given here is read with ``records.environment.load_environment``). ``summary`` is the cached
+    output of the metrics functions (``None`` until the run is summarised) and can be recomputed from the
+    requests at any time."""
 
     id: str
     label: str = ""
@@ -80,7 +82,7 @@ class RunInfo:
     unit: str = "token"
     workload: dict[str, Any] = field(default_factory=dict)
     config: BenchSpec = field(default_factory=BenchSpec)
-    environment: dict[str, Any] = field(default_factory=dict)
+    environment: Environment = field(default_factory=Environment)
     server: dict[str, Any] = field(default_factory=dict)
     summary: RunSummary | None = None
     telemetry_summary: list[dict[str, Any]] = field(default_factory=list)
@@ -90,6 +92,9 @@ class RunInfo:
     finished_at: datetime | None = None
 
     def __post_init__(self) -> None:
+        env: object = self.environment
+        if isinstance(env, Mapping):
+            self.environment = load_environment(env)
         config: object = self.config
         if isinstance(config, Mapping):
             self.config = load_spec(config, self.engine, workload=self.workload, summary=self.summary)

@@ -22,7 +22,7 @@ from gpuledger.report import costs as cost_part
 from gpuledger.report import serverstate as state_part
 from gpuledger.report.headline import answer_section
 from gpuledger.report.model import ReportData, RunRef
-from gpuledger.report.sections.base import ProgressFn, ReportStore, RunData, as_number, like_of
+from gpuledger.report.sections.base import ProgressFn, ReportStore, RunData, like_of
 from gpuledger.report.sections.environment import environment_section
 from gpuledger.report.sections.how import how_measured_section
 from gpuledger.report.sections.images import images_section
@@ -222,7 +222,7 @@ def _accelerators(info: RunInfo) -> tuple[int, str]:
         if idle:
             note += f" ({len(idle)} more stayed idle and are not counted)"
         return len(used), note
-    count = as_number(info.environment.get("gpu_count")) if isinstance(info.environment, Mapping) else None
+    count = info.environment.gpu_count
     if count:
         return int(count), f"{int(count)} GPU(s) in the environment fingerprint (no GPU telemetry in the run)"
     return 1, "no GPU in the run's telemetry or environment: throughput is per machine (a CPU run)"

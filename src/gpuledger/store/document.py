@@ -32,6 +32,7 @@ from gpuledger.records import (
     load_spec,
     load_summary,
 )
+from gpuledger.records.environment import EnvironmentRecordError, dump_environment, load_environment
 from gpuledger.store.exchange import INT_MAX, RUN_FIELDS
 from gpuledger.urls import redact_url
 
@@ -61,6 +62,7 @@ def run_to_dict(info: RunInfo) -> dict[str, Any]:
         out[name] = _iso(value) if name in _RUN_DATETIMES else value
     out["summary"] = dump_summary(info.summary)
     out["config"] = redacted_config(dump_spec(info.config))
+    out["environment"] = dump_environment(info.environment)
     # Credentials in a server URL are used for the requests and shown nowhere (runs stored before
     # gpuledger redacted them at the source may still hold them).
     out["base_url"] = redact_url(info.base_url) if info.base_url else info.base_url
@@ -266,6 +268,10 @@ def parse_document(doc: Any) -> tuple[RunInfo, list[RequestRecord], list[Telemet
     fields = {name: getattr(run, name) for name in RUN_FIELDS if name not in ("summary", "config")}
     if fields.get("base_url"):
         fields["base_url"] = redact_url(fields["base_url"])
+    try:
+        fields["environment"] = load_environment(run.environment)
+    except EnvironmentRecordError as exc:
+        raise InvalidInputError(f"malformed gpuledger run export: run.{exc}") from exc
     info = RunInfo(**fields, summary=summary, config=config)
     requests = [
         RequestRecord(

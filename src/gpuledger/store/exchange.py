@@ -29,23 +29,29 @@ from gpuledger.records import (
     load_spec,
     load_summary,
 )
+from gpuledger.records.environment import (
+    Environment,
+    EnvironmentRecordError,
+    dump_environment,
+    load_environment,
+)
 from gpuledger.store.codec import json_dumps, pack_f64, pack_i32, unpack_f64, unpack_i32
 
 RUN_FIELDS: tuple[str, ...] = tuple(RunInfo.__dataclass_fields__)
 _RUN_DATETIMES = ("created_at", "started_at", "finished_at")
 # RunInfo fields held as JSON objects (the config and the summary are typed models, stored as their JSON
 # documents).
-_RUN_DICTS = ("workload", "environment", "server", "client")
-_ROW_DICTS = (*_RUN_DICTS, "config", "summary")
+_RUN_DICTS = ("workload", "server", "client")
+_ROW_DICTS = (*_RUN_DICTS, "environment", "config", "summary")
 _RUN_TEXTS = ("label", "engine", "model", "base_url", "unit")
 _RUN_TEXT_LENGTHS = {"unit": 32}  # the VARCHAR columns (models.py); PostgreSQL enforces the length
 _TELEMETRY_TEXT_LENGTH = 128
 
 
 
-def env_hash(environment: dict[str, Any]) -> str | None:
+def env_hash(environment: Environment | dict[str, Any]) -> str | None:
     """The environment fingerprint's ``hash`` (a string), if it has one."""
-    value = environment.get("hash")
+    value = load_environment(environment).hash
     return value[:128] if isinstance(value, str) else None
 
 
@@ -96,6 +102,8 @@ def check_run_fields(fields: dict[str, Any]) -> None:
             raise InvalidInputError(f"{name} must be a datetime or None")
         if name in _RUN_DICTS and not isinstance(value, dict):
             raise InvalidInputError(f"{name} must be a dict")
+        if name == "environment" and not isinstance(value, Environment | dict):
+            raise InvalidInputError("environment must be an Environment (or its document)")
         if name == "summary" and value is not None and not isinstance(value, RunSummary):
             raise InvalidInputError("summary must be a RunSummary or None")
         if name == "config" and not isinstance(value, BenchSpec):
@@ -129,6 +137,12 @@ def column_values(fields: dict[str, Any]) -> dict[str, Any]:
         fields = {**fields, "summary": dump_summary(fields["summary"], stored=True)}
     if "config" in fields:
         fields = {**fields, "config": dump_spec(fields["config"], stored=True)}
+    if "environment" in fields:
+        try:
+            env = load_environment(fields["environment"])
+        except EnvironmentRecordError as exc:
+            raise InvalidInputError(str(exc)) from exc
+        fields = {**fields, "environment": dump_environment(env)}
     return fields
 
 

@@ -78,7 +78,7 @@ def environment_section(runs: list[RunData], doctor_runs: list[DoctorRunRecord])
     missing = []
     per_run: list[dict[str, str]] = []
     for r in runs:
-        env = r.info.environment or {}
+        env = r.info.environment.to_dict()
         rows: dict[str, str] = {}
         gpu_names = [
             f"{d.get('name') or d.get('device')}"
