@@ -107,8 +107,8 @@ def render_train_run(info: RunInfo) -> None:
         ),
         (
             "MFU",
-            f"{mfu.value:.2%} of {_n(s.peak_flops_per_s, '.4g')} FLOP/s × {s.world_size} device(s)"
-            if mfu.value is not None
+            f"{s.mfu:.2%} of {_n(s.peak_flops_per_s, '.4g')} FLOP/s × {s.world_size} device(s)"
+            if s.mfu is not None
             else f"n/a — {mfu.reason}",
         ),
     ]

@@ -111,10 +111,24 @@ def cost_cmd(
         ),
     ] = None,
     save: Annotated[bool, typer.Option("--save/--no-save", help="Keep this evaluation in the store.")] = True,
+    # --train-tokens (cli/cost_train.py, docs/train.md): a whole training job on this stack
+    train_tokens: Annotated[
+        float | None,
+        typer.Option("--train-tokens", help="A training run: hours and money to train this many tokens on "
+                     "this stack, e.g. 2e9 (the profile's utilisation and labour)."),
+    ] = None,
     json_out: JsonOpt = False,
     db: DbOpt = None,
 ) -> None:
     """Cost of a run: hourly cost breakdown, cost per unit of work (1M tokens, 1,000 images, ...), J/unit."""
+    job = None
+    if train_tokens is not None:
+        from gpuledger.cli.cost_train import add_job, render_job
+        from gpuledger.cost.training import check_train_tokens
+
+        check_train_tokens(train_tokens)
+        if any_group([run_id]):
+            raise UsageError("--train-tokens prices one training run, not a group of repeats")
     from gpuledger.catalog import load_catalog
 
     catalog = load_catalog()
@@ -127,6 +141,8 @@ def cost_cmd(
         run = store.get_run(run_id)
         cost = _cost(store, run, profile, catalog, stage, slo_attainment, gpus, gpu)
         result = cost.to_dict()
+        if train_tokens is not None:
+            job = add_job(cost, train_tokens, result)
         if save:
             try:
                 store.save_cost_evaluation(run.id, cost.profile.name, cost.profile.to_dict(), result)
@@ -138,6 +154,8 @@ def cost_cmd(
         print_json(result)
     else:
         render_cost(cost)
+        if job is not None:
+            render_job(job)
 
 
 # ------------------------------------------------------------------------------------- compare

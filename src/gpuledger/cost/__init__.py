@@ -8,6 +8,7 @@ unit of work a run measured (``RunSummary.work()``); a workload's own pricing fi
 """
 
 from gpuledger.cost import tokens as _tokens  # registers the text-generation figures
+from gpuledger.cost import training as _training  # registers the training figures
 from gpuledger.cost.breakeven import BreakEven, SensitivityRow, ratio_of
 from gpuledger.cost.compare import Comparison, PairComparison, compare
 from gpuledger.cost.estimate import Estimate, estimate_run
@@ -31,6 +32,7 @@ __all__ = [
     "RunCost",
     "SensitivityRow",
     "_tokens",
+    "_training",
     "builtin_presets",
     "compare",
     "cost_of_run",

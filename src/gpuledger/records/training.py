@@ -141,15 +141,11 @@ class TrainingSummary(RunSummary):
         }
 
     def mfu_quantity(self) -> Quantity:
-        """MFU as a share (0..1), or "n/a" with the reason (never a zero)."""
+        """MFU in percent of the devices' peak, or "n/a" with the reason (never a zero)."""
         if self.mfu is not None:
-            return Quantity(
-                self.mfu,
-                "share of peak",
-                self.peak_flops_source or "catalog",
-                f"{self.model_flops_method or 'model FLOPs'} ÷ peak dense FLOP/s",
-            )
-        return Quantity.missing("share of peak", "catalog", self.mfu_reason or "no peak FLOP/s")
+            return Quantity(self.mfu * 100, "% of peak dense FLOP/s", self.peak_flops_source or "catalog",
+                            self.model_flops_method or "model FLOPs per token × training tokens/s")
+        return Quantity.missing("% of peak dense FLOP/s", "catalog", self.mfu_reason or "no peak FLOP/s")
 
     def key_figures(self) -> list[tuple[str, Quantity]]:
         out = super().key_figures()
@@ -172,14 +168,13 @@ class TrainingSummary(RunSummary):
                 else Quantity.missing("samples/s", "measured", "the window is empty"),
             )
         )
-        out.append(
-            (
-                "loss first → last",
-                Quantity(self.loss_last, "", "measured", f"from {self.loss_first:.4g}")
-                if self.loss_last is not None and self.loss_first is not None
+        for label, value in (("loss, first step", self.loss_first), ("loss, last step", self.loss_last)):
+            out.append((
+                label,
+                Quantity(value, "", "measured", "cross-entropy, mean over the step's micro-batches")
+                if value is not None
                 else Quantity.missing("", "measured", "no finite loss"),
-            )
-        )
+            ))
         out.append(("MFU", self.mfu_quantity()))
         return out
 

@@ -32,6 +32,7 @@ from gpuledger.report.sections.overview import overview_section
 from gpuledger.report.sections.server_state import no_server_state, server_state_section
 from gpuledger.report.sections.telemetry import telemetry_section
 from gpuledger.report.sections.throughput import throughput_section
+from gpuledger.report.sections.training import training_section
 from gpuledger.report.series import stride_for
 
 __all__ = ["ITL_GAP_BUDGET", "ProgressFn", "ReportStore", "RunData", "build_report"]
@@ -114,6 +115,7 @@ def build_report(
         latency_section(runs, ITL_GAP_BUDGET),
         throughput,
         *((image,) if (image := images_section(runs, images=images)) is not None else ()),
+        *((train,) if (train := training_section(runs)) is not None else ()),
         *((server_state,) if server_state is not None else ()),
         telemetry_section(runs),
         labour_section(runs, doctor_runs),

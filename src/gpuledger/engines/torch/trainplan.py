@@ -16,9 +16,9 @@ Memory of one device for one step (weights kept in fp32, bf16/fp16 under autocas
 - activations, per token of a micro-batch (``a`` = 2 B under 16-bit autocast, 4 B in fp32): each layer keeps
   ``a × (9H + 4I) + 16H`` bytes (the matmul inputs and outputs at ``a``; the residual stream and the norms'
   inputs in fp32), the loss ``(a + 8) × V`` (the logits, their fp32 copy and log-softmax), embeddings and
-  the final norm ``16H``. With activation checkpointing a layer keeps only its fp32 input (``4H``) and one
-  layer is recomputed at a time. A fused attention kernel (PyTorch's SDPA, transformers' default) stores no
-  S×S score matrix;
+  the final norm ``16H``. With activation checkpointing a layer keeps only its fp32 input (``4H``); the loss's
+  tensors are freed before the first layer is recomputed, so the larger of the two is added. A fused
+  attention kernel (PyTorch's SDPA, transformers' default) stores no S×S score matrix;
 - overhead: 5 % of the above + 256 MiB (allocator slack, runtime).
 """
 
@@ -72,8 +72,9 @@ def activation_bytes(
     h, i, v = shape.hidden_size, shape.intermediate_size, shape.vocab_size
     layer = a * (9 * h + 4 * i) + 16 * h
     outside = (a + 8) * v + 16 * h
-    kept = shape.num_layers * 4 * h + layer if checkpointing else shape.num_layers * layer
-    return micro_batch * seq_len * (kept + outside)
+    if checkpointing:  # the layers' inputs, then one layer recomputed after the loss's tensors are gone
+        return micro_batch * seq_len * (shape.num_layers * 4 * h + max(layer, outside))
+    return micro_batch * seq_len * (shape.num_layers * layer + outside)
 
 
 def estimate_training_memory(

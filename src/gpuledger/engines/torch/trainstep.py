@@ -119,10 +119,7 @@ def build_state(
     model.train()
     model.config.use_cache = False
     if checkpointing:
-        enable = (
-            getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
-        )
-        enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        _checkpoint_activations(model)
     params = [p for p in model.parameters() if p.requires_grad]
     if optimizer == "adamw":
         opt = torch.optim.AdamW(params, lr=learning_rate)
@@ -152,6 +149,17 @@ def build_state(
         ddp=group is not None,
         rank=group.rank if group is not None else 0,
     )
+
+
+def _checkpoint_activations(model: Any) -> None:
+    """transformers' activation checkpointing, non-reentrant (it works with DDP and leaves the inputs alone):
+    ``activation_checkpointing_enable`` since transformers 5, ``gradient_checkpointing_enable`` before."""
+    kwargs = {"use_reentrant": False}
+    newer = getattr(model, "activation_checkpointing_enable", None)
+    if newer is not None:
+        newer(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
 
 def _autocast(state: TrainState) -> Any:
