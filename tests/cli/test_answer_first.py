@@ -74,7 +74,7 @@ def test_bench_of_a_sweep_leads_with_the_priced_stage_not_the_blend_of_all_stage
     # the first lines: the priced stage's rate, named, and the rule that priced it
     assert lines[1] == f"{fmt.num(priced['output_tokens_per_s'])} output tok/s at stage {op['stage']}  " \
                        "(the stage gpuledger cost prices)"
-    head = "\n".join(lines[:14]).replace("\n    ", " ")
+    head = "\n".join(lines[:15]).replace("\n    ", " ")  # the answer: its facts (MBU / MFU too), then why
     assert f"priced at stage {op['stage']}: the highest output tok/s among the stages" in head
     assert "blends 3 loads: no load runs at that rate" in head
     # every stage side by side, the priced one marked; the blend is labelled as such, further down

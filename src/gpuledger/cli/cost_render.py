@@ -311,6 +311,7 @@ def render_estimate(est: Estimate) -> None:
         f"x{sc.compute_ratio:.3g}, prefill share {sc.prefill_share:.0%})",
         indent=2,
     )
+    render_cost(est.cost, notes)
     eff = est.efficiency
     if eff.available:
         paragraph(
@@ -320,7 +321,6 @@ def render_estimate(est: Estimate) -> None:
         )
     else:
         paragraph(console, f"MBU/MFU of the run: {eff.text()}", indent=2, style="dim")
-    render_cost(est.cost, notes)
     for a in est.assumptions:
         paragraph(console, notes.shorten(a), lead="assumption: ", indent=2)
     notes.print(console)

@@ -322,6 +322,11 @@ def _efficiency(run: RunInfo, summary: RunSummary | None, catalog: Catalog | Non
         weights = arch.read_params_per_step(seqs) * wb
         kv = kv_cache_bytes(arch.kv_elements_per_token, kb, context, seqs)
         mbu = (weights + kv) * load.steps_per_s / (replica * bw.value * TB)
+        if mbu > 1.0:
+            assumptions.append(
+                f"MBU {pct_text(mbu)} is over 100 %: a decode step cannot read that much — the model, its "
+                "dtype (quantised weights read as 16-bit?) or the GPU is not what the run served"
+            )
         basis.update(sequences_in_flight=seqs, sequences_source=load.concurrency_how,
                      weight_bytes_per_step=weights, kv_bytes_per_step=kv, bytes_per_step=weights + kv,
                      decode_steps_per_s=load.steps_per_s, decode_steps_source=load.steps_how,
