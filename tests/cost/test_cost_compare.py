@@ -292,3 +292,28 @@ def test_runs_at_different_operating_points_are_named_by_their_servers_queues(
     queued = cost_of_run(make_run("d0000003", server=edges_only), NV, catalog=catalog)
     warnings = "\n".join(compare([headroom, queued]).pairs[0].warnings)
     assert "B's server kept requests waiting in its queue (120 ms mean queue time)" in warnings
+
+
+def test_a_run_whose_server_ignored_the_requested_output_length_is_warned(
+    make_run: MakeRun, catalog: Catalog
+) -> None:
+    """Issue 15: the warning never fired — the comparison read the summary's output-length check (an
+    object) as a number. With summaries the real code produced, it names the run and how many requests."""
+    from dataclasses import replace as dc_replace
+
+    from cost_runs import requests_for
+
+    from gpuledger.bench.metrics import summarize
+
+    asked = requests_for(50, window_s=100.0, output_total=50 * 20, input_total=50 * 10, ttft_ms=200.0,
+                         e2e_ms=2000.0)
+    # the server stopped 7 of them early: they asked for 20 tokens and got 12
+    records = [dc_replace(r, requested_output_tokens=20) for r in asked[:43]] + [
+        dc_replace(r, requested_output_tokens=20, output_tokens=12) for r in asked[43:]
+    ]
+    short = make_run("s0000001")
+    short = dc_replace(short, summary=summarize(records))
+    a = cost_of_run(make_run("a0000002"), NV, catalog=catalog)
+    b = cost_of_run(short, NV, catalog=catalog)
+    warnings = compare([a, b]).pairs[0].warnings
+    assert "run s0000001 (B): 7 request(s) got a different output length than requested" in warnings

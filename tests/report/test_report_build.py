@@ -465,3 +465,25 @@ def test_a_comparison_answer_is_the_ratio_with_its_decomposition(store: Store, p
     assert answer.headline == f"{fmt.num(ratio)}x the output tokens per USD"
     assert answer.why[0].startswith("= throughput ")
     assert [a.title for a in data.sections[0].answers[1:]] == [r.name for r in data.runs]
+
+
+def test_a_killed_sweep_is_priced_from_the_summary_recomputed_with_its_slos_and_stages(store: Store) -> None:
+    """Issue 15: a killed run's report showed its numbers, but its cost section said it "has no metrics
+    summary … nothing to price" (it priced the empty stored summary), and the recomputed one dropped the
+    SLOs and the sweep's stages."""
+    sweep = synth_requests(20, concurrency=2, stage="c=2", seed=4) + synth_requests(
+        20, concurrency=8, stage="c=8", seed=5, itl_s=0.02, start=40.0, first_index=20
+    )
+    config = {
+        "load": {"kind": "sweep",
+                 "stages": [{"stage": "c=2", "concurrency": 2}, {"stage": "c=8", "concurrency": 8}]},
+        "slo": {"ttft_ms": 100.0},
+    }
+    run = make_run(store, sweep, label="killed-sweep", config=config, finalise=False)
+    data = build_report(store, [run], {"*": "cpu-cloud"})  # no telemetry was stored: name the price
+    numbers = data.numbers["runs"][0]
+    assert numbers["cost_error"] is None and numbers["cost"] is not None
+    assert [s["stage"] for s in numbers["summary"]["stages"]] == ["c=2", "c=8"]
+    assert numbers["summary"]["slo"]["ttft_ms"] == 100.0
+    assert numbers["cost"]["operating_point"]["stage"] in ("c=2", "c=8")
+    assert "SLOs (ttft_ms ≤ 100)" in numbers["cost"]["operating_point"]["rule"]
