@@ -65,6 +65,9 @@ class Scenario:
     chat_template_tokens: int = 1  # a chat prompt's tokens beside its content's words (1: a BOS-like token)
     tokenize_delay_s: float = 0.0  # every /tokenize and /detokenize answers this late
     max_model_len: int | None = None  # reported per model in /v1/models, as vLLM does
+    # A word that makes one token with another word after it (a tokenizer whose counts do not add up word
+    # by word, as BPE merges across a space would; the word twice stays two tokens).
+    merge_after: str | None = None
 
 
 @dataclass
@@ -240,9 +243,22 @@ class StreamServer:
         )
 
     # -- word-level tokenizer (vLLM and llama.cpp request shapes) -------------------------------------
+    def _pieces(self, text: str) -> list[str]:
+        """The tokens of ``text``: its words, but ``merge_after`` and another word after it are one."""
+        words, out, i = text.split(), [], 0
+        merge = self.scenario.merge_after
+        while i < len(words):
+            if merge is not None and words[i] == merge and i + 1 < len(words) and words[i + 1] != merge:
+                out.append(f"{words[i]} {words[i + 1]}")
+                i += 2
+            else:
+                out.append(words[i])
+                i += 1
+        return out
+
     def _ids(self, text: str) -> list[int]:
         ids = []
-        for w in text.split():
+        for w in self._pieces(text):
             if w not in self._vocab:
                 self._vocab[w] = len(self._words)
                 self._words.append(w)
@@ -287,7 +303,7 @@ class StreamServer:
         return web.json_response({key: " ".join(words)})
 
     def prompt_tokens(self, text: str) -> int:
-        return 1 + len(text.split())
+        return 1 + len(self._pieces(text))
 
     # -- OpenAI streaming --------------------------------------------------------------------------
     async def _completions(self, request: web.Request) -> web.StreamResponse:
@@ -364,7 +380,7 @@ class StreamServer:
             )
         if chat:
             content = " ".join(m.get("content", "") for m in body.get("messages", []))
-            n_prompt = sc.chat_template_tokens + len(content.split())
+            n_prompt = sc.chat_template_tokens + len(self._pieces(content))
         else:
             n_prompt = self.prompt_tokens(body.get("prompt", ""))
         n_out = sc.tokens if sc.tokens is not None else int(body.get("max_tokens", 16))
