@@ -25,8 +25,8 @@ def _engine(db_url: str) -> tuple[sa.Engine, sa.URL]:
 
 
 def _request(i: int) -> RequestRecord:
-    return RequestRecord(i, 0.1 * i, 0.1 * i + 0.05, 0.1 * i + 0.07, [0.1 * i + 0.05, 0.1 * i + 0.07], None, 16, 2,
-                         "server_usage", 2)
+    t = 0.1 * i
+    return RequestRecord(i, t, t + 0.05, t + 0.07, [t + 0.05, t + 0.07], None, 16, 2, "server_usage", 2)
 
 
 def test_a_store_with_runs_at_revision_0002_upgrades_and_keeps_them(db_url: str) -> None:
@@ -34,10 +34,10 @@ def test_a_store_with_runs_at_revision_0002_upgrades_and_keeps_them(db_url: str)
     upgrade(engine, url, "0002")
     with engine.begin() as conn:
         conn.execute(
-            sa.text("INSERT INTO runs (id, label, created_at, status, engine, model, unit, workload, config, "
-                    "environment, server, summary, telemetry_summary, client, num_requests, updated_at, env_hash) "
-                    "VALUES ('before03', 'old', :c, 'complete', 'openai', 'm', 'token', :j, :j, :env, :j, :j, "
-                    ":l, :j, 0, :c, 'h-1')").bindparams(
+            sa.text("INSERT INTO runs (id, label, created_at, status, engine, model, unit, workload, "
+                    "config, environment, server, summary, telemetry_summary, client, num_requests, "
+                    "updated_at, env_hash) VALUES ('before03', 'old', :c, 'complete', 'openai', 'm', "
+                    "'token', :j, :j, :env, :j, :j, :l, :j, 0, :c, 'h-1')").bindparams(
                 sa.bindparam("c", type_=sa.DateTime(timezone=True)),
                 *(sa.bindparam(k, type_=sa.JSON()) for k in ("j", "env", "l"))),
             {"c": CREATED, "j": {}, "env": {"hash": "h-1"}, "l": []},
@@ -67,9 +67,10 @@ def test_the_natural_key_of_a_cell_is_unique_in_the_store_itself(db_url: str) ->
         store.create_matrix("m-test0002", {}, "sha256:x", CELLS[:1])
     engine, _ = _engine(db_url)
     with pytest.raises(sa.exc.IntegrityError), engine.begin() as conn:
-        conn.execute(sa.text("INSERT INTO matrix_cells (matrix_id, cell_key, repeat_index, status, attempts, "
-                             "params, updated_at) VALUES ('m-test0002', 'target=a,concurrency=1', 1, 'pending', "
-                             "0, '{}', :t)").bindparams(sa.bindparam("t", type_=sa.DateTime(timezone=True))),
+        conn.execute(sa.text("INSERT INTO matrix_cells (matrix_id, cell_key, repeat_index, status, "
+                             "attempts, params, updated_at) VALUES ('m-test0002', 'target=a,concurrency=1', "
+                             "1, 'pending', 0, '{}', :t)").bindparams(
+                                 sa.bindparam("t", type_=sa.DateTime(timezone=True))),
                      {"t": CREATED})
     engine.dispose()
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from time import perf_counter
@@ -57,17 +58,46 @@ def connect(address: str) -> str:
     if not address.strip():
         raise UsageError("--ray needs local, auto or a cluster address (HOST:6379, ray://HOST:10001)")
     try:
+        # log_to_driver=False: the workers' output and Ray's own notices never reach this process's stdout
+        # (--json owns it); each worker's log stays in the node's Ray session folder.
         if address == "local":
-            ray.init(address="local", include_dashboard=False, logging_level="ERROR",
+            ray.init(address="local", include_dashboard=False, logging_level="ERROR", log_to_driver=False,
                      num_cpus=os.cpu_count() or 1)
         else:
-            ray.init(address=address, logging_level="ERROR")
+            ray.init(address=address, logging_level="ERROR", log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise ResourceError(f"cannot join the Ray cluster at {address!r}: {exc}",
                             hint="docs/matrix.md: pointing gpuledger at an existing Ray cluster") from exc
     _started_here.append(True)
+    _notices_to_stderr()
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     return f"Ray {ray.__version__} at {address} ({len(nodes)} node{'s' if len(nodes) != 1 else ''})"
+
+
+def _notices_to_stderr() -> None:
+    """Ray prints the cluster's notices to this process (a worker died, a task is retried) on stdout, from a
+    thread of its own, whatever ``log_to_driver`` says; stdout is ``--json``'s: they go to stderr."""
+    import ray._private.worker as ray_worker
+
+    original = getattr(ray_worker, "print_to_stdstream", None)
+    if original is None or getattr(original, "gpuledger_stderr", False):
+        return
+
+    def to_stderr(data: dict[str, Any], ignore_prefix: bool) -> None:
+        original({**data, "is_err": True}, ignore_prefix)
+
+    to_stderr.gpuledger_stderr = True  # type: ignore[attr-defined]
+    ray_worker.print_to_stdstream = to_stderr
+
+
+def current_node() -> dict[str, Any] | None:
+    """The Ray node this process runs on (a cell's task: its workload records it), or None outside Ray.
+    Ray is not imported for it: a process that has not imported Ray is not on a Ray node."""
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return None
+    ctx = ray.get_runtime_context()
+    return {"node_id": ctx.get_node_id(), "labels": dict(ctx.get_node_labels() or {})}
 
 
 def disconnect() -> None:

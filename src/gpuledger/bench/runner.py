@@ -11,13 +11,18 @@ one driver per stage release) → server state → summary.
 
 The signal handlers are installed first, before the engine is opened, and every step before the window runs
 as a task they cancel: SIGINT / SIGTERM before the window raise ``Interrupted`` (no run was created) at
-once, whatever the step was waiting for. During the window, SIGINT / SIGTERM stop new sends, cancel the
-requests in flight (they never finished, so they are not recorded) and save the run as ``incomplete`` with
-every finished request; the run is returned with ``summary.interrupted`` set (the CLI then exits 130). The
+once, whatever the step was waiting for. During the window, SIGINT / SIGTERM — or the caller, through the
+stop function ``Hooks.stopper`` hands it (a matrix being stopped) — stop new sends, cancel the requests in
+flight (they never finished, so they are not recorded) and save the run as ``incomplete`` with every
+finished request; the run is returned with ``summary.interrupted`` set (the CLI then exits 130). The
 handlers that were installed before the run (the CLI's own) are put back after it. Any other exception
 during the window (the engine failed, a bug) stores the run with the reason in ``summary.aborted`` —
 ``incomplete`` when requests finished, ``failed`` when none did — with its telemetry closed, and is raised
 again.
+
+``Hooks.workers`` > 1 (``bench --workers N``): the measured stages are sent by N load processes
+(``bench.workers``: local processes, or Ray actors on ``Hooks.cluster``), started after the warm-up, their
+requests merged on the run's clock into this one run.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from gpuledger.bench.prepare import PromptCheck, open_prompts
 from gpuledger.bench.progress import BenchProgress, PrepProgress
 from gpuledger.bench.server_state import ServerStateSampler, summarize_state
 from gpuledger.bench.validity import prompt_prefixes
+from gpuledger.bench.workers import PoolWriter, WorkerPool, start_pool
 from gpuledger.bench.writer import RunWriter, StoreLike
 from gpuledger.engines import (
     Engine,
@@ -66,6 +72,8 @@ GIL_SWITCH_S = 0.0005
 # A run stops (kept as incomplete) when this many requests in a row (at least 2x the concurrency)
 # could not even connect: the server went away, and every further request would fail the same way.
 GONE_AFTER_FAILED_CONNECTS = 20
+# bench --workers N: the load processes get at most this many measured prompts (cycled past the end).
+POOL_PROMPTS = 4096
 
 Fingerprint = Callable[[], Mapping[str, Any]]
 T = TypeVar("T")
@@ -90,6 +98,15 @@ class Hooks:
     # Where the progress of the preparation and the window is drawn (the CLI's safe stderr console); None:
     # nowhere, whatever ``progress`` says.
     console: Console | None = None
+    # bench --workers N: load processes for the measured stages (bench.workers); Ray actors on this cluster
+    # address when one is given, else local processes.
+    workers: int = 1
+    cluster: str | None = None
+    # The id the run is created under (a matrix cell reserves it first); None: a new one.
+    run_id: str | None = None
+    # Called once the run's event loop runs, with a function that stops the run as SIGINT would (callable
+    # from any thread, with the name the run records as the signal).
+    stopper: Callable[[Callable[[str], None]], None] | None = None
 
 
 @dataclass(slots=True)
@@ -105,6 +122,7 @@ class _Run:
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     interrupted: list[str] = field(default_factory=list)
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    pool: WorkerPool | None = None
     # What the run's checks noted before the window (bench.bounds: lengths over the server's context).
     notes: list[str] = field(default_factory=list)
     # The most requests in flight this process can hold (HTTP engines; bench.bounds.in_flight_budget).
@@ -165,11 +183,15 @@ def _restore_signals(loop: asyncio.AbstractEventLoop, installed: Installed) -> N
                 signal.signal(sig, previous)
 
 
+def _api_key(spec: BenchSpec) -> str | None:
+    """The API key, read from the variable the spec names (never stored)."""
+    api_env = spec.api_key_env if isinstance(spec, ServerSpec) else None
+    return (os.environ.get(api_env) if api_env else None) or None
+
+
 def engine_for(spec: BenchSpec, hooks: Hooks | None = None) -> Engine:
     """The engine the spec names, made from the registry (the API key read from the variable it names)."""
-    api_env = spec.api_key_env if isinstance(spec, ServerSpec) else None
-    api_key = os.environ.get(api_env) if api_env else None
-    return make_engine(spec, EngineOptions(api_key=api_key or None,
+    return make_engine(spec, EngineOptions(api_key=_api_key(spec),
                                            on_phase=hooks.on_phase if hooks is not None else None))
 
 
@@ -190,9 +212,17 @@ async def run_bench_async(
     run = _Run(spec, engine, store, hooks, progress and hooks.console is not None, telemetry_root)
     loop = asyncio.get_running_loop()
     installed = _install_signals(loop, run.on_signal)  # before anything that may take a while
+    if hooks.stopper is not None:
+
+        def stop(name: str) -> None:
+            loop.call_soon_threadsafe(run.on_signal, name)
+
+        hooks.stopper(stop)
     try:
         return await _run(run)
     finally:
+        if run.pool is not None:
+            await run.pool.shutdown()
         await engine.close()
         _restore_signals(loop, installed)
 
@@ -219,9 +249,17 @@ async def _run(run: _Run) -> RunInfo:
     state: ServerStateSampler | str | None = None
     try:
         warmup_result = await _warmup(run, stages[0], source, warmup)
+        if run.hooks.workers > 1:
+            run.say(f"starting {run.hooks.workers} load workers")
+            # The load processes get the measured prompts as a list (cycled past its end).
+            measured = await run.step(source.take(_pool_prompts(spec, stages)), "while preparing the prompts")
+            run.pool = await run.step(
+                start_pool(spec, measured, stages, run.hooks.workers, run.hooks.cluster, _api_key(spec)),
+                "while starting the load workers",
+            )
         state = await run.step(_state_sampler(spec, engine, server), "while reading the server's metrics")
         info = RunInfo(
-            id="",
+            id=run.hooks.run_id or "",
             label=spec.label or "",
             engine=spec.engine or engine.name,
             model=str(getattr(engine, "model", None) or getattr(spec, "model", None) or ""),
@@ -238,6 +276,12 @@ async def _run(run: _Run) -> RunInfo:
             await state.close()
 
 
+def _pool_prompts(spec: BenchSpec, stages: list[Stage]) -> int:
+    """How many prompts the load processes get: the measured requests, at most ``POOL_PROMPTS``."""
+    per_stage = spec.requests_per_stage()
+    return min(POOL_PROMPTS, per_stage * len(stages) if per_stage is not None else POOL_PROMPTS)
+
+
 async def _window(run: _Run, info: RunInfo, stages: list[Stage], source: Prompts,
                   state: ServerStateSampler | str | None) -> RunInfo:
     """Create the run and measure it (``_measure``), with the environment's fingerprint taken first."""
@@ -245,7 +289,7 @@ async def _window(run: _Run, info: RunInfo, stages: list[Stage], source: Prompts
     fingerprint = run.hooks.environment
     env = (await run.step(asyncio.to_thread(fingerprint), "while taking the environment's fingerprint")
            if fingerprint is not None else None)
-    writer = RunWriter(
+    writer = (PoolWriter if run.pool is not None else RunWriter)(
         run.store,
         info,
         telemetry=spec.telemetry_enabled(),
@@ -258,6 +302,8 @@ async def _window(run: _Run, info: RunInfo, stages: list[Stage], source: Prompts
         environment=env,
         in_process=engine.client_note() if isinstance(engine, InProcessEngine) else None,
     )
+    if isinstance(writer, PoolWriter):
+        writer.pool = run.pool
     with _quiet_runtime():
         return await _measure(run, writer, info, stages, source, state)
 
@@ -413,6 +459,7 @@ async def _measure(
 
     ctx = Drive(engine, on_result, spec.workload_seed(), run.tasks, in_flight_cap=run.in_flight_cap)
     next_index = 0
+    sent = 0
     try:
         if run.hooks.on_run_created is not None:
             run.hooks.on_run_created(run_id)
@@ -428,13 +475,19 @@ async def _measure(
                 deadline = perf_counter() + duration_s if duration_s is not None else None
                 prog.stage(stage.stage, per_stage, duration_s)
                 t_stage = perf_counter() - writer.t0
-                feed = Feed(source, stage, per_stage, deadline, run.stop, next_index, targets=ctx.targets)
-                try:
-                    await drive(ctx, stage, feed)
-                except asyncio.CancelledError:
-                    if not run.interrupted:
-                        raise
-                next_index = feed.next_index
+                if run.pool is not None:  # bench --workers N: the stage is sent by the load processes
+                    next_index, n = await run.pool.drive(ctx, stage, per_stage, deadline, run.stop,
+                                                         run.interrupted, next_index)
+                    sent += n
+                else:
+                    feed = Feed(source, stage, per_stage, deadline, run.stop, next_index, targets=ctx.targets)
+                    try:
+                        await drive(ctx, stage, feed)
+                    except asyncio.CancelledError:
+                        if not run.interrupted:
+                            raise
+                    sent += feed.next_index - next_index
+                    next_index = feed.next_index
                 stage_windows.append((stage.stage, t_stage, perf_counter() - writer.t0))
                 if sampler is not None and not run.interrupted:
                     await sampler.mark()  # the stage's requests have all finished: the server is idle
@@ -456,7 +509,7 @@ async def _measure(
         extra["interrupted"] = {
             "signal": run.interrupted[0],
             "finished_requests": finished,
-            "cancelled_in_flight": max(0, next_index - finished),
+            "cancelled_in_flight": max(0, sent - finished),
         }
     srv = dict(info.server)
     if sampler is not None:
@@ -465,6 +518,11 @@ async def _measure(
     elif isinstance(state, str):
         srv["state"] = {"reason": state}
     srv.update(await engine.after_run())
+    if run.pool is not None:  # what the load processes' engines noticed
+        known = list(srv.get("warnings", []))
+        new = [w for w in await run.pool.finish() if w not in known]
+        if new:
+            srv["warnings"] = [*known, *new]
     prompt_warning = check.warning()
     if prompt_warning is not None and run.hooks.on_warning is not None:
         run.hooks.on_warning(prompt_warning)

@@ -34,11 +34,13 @@ def _root(
 
 def _register() -> None:
     from gpuledger.cli import (
+        advise_cmd,
         bench_cmd,
         cost_cmds,
         doctor_cmd,
         estimate_cmd,
         lock_cmd,
+        matrix_cmd,
         monitor_cmd,
         published_cmds,
         report_cmd,
@@ -49,8 +51,9 @@ def _register() -> None:
     )
 
     # Order = the user's path through the tool (DESIGN.md): run first, then the steps.
-    for module in (run_cmd, doctor_cmd, lock_cmd, bench_cmd, sample_cmd, cost_cmds, estimate_cmd,
-                   published_cmds, report_cmd, monitor_cmd, store_cmds, telemetry_cmd):
+    for module in (run_cmd, doctor_cmd, lock_cmd, bench_cmd, matrix_cmd, sample_cmd, cost_cmds,
+                   estimate_cmd, advise_cmd, published_cmds, report_cmd, monitor_cmd, store_cmds,
+                   telemetry_cmd):
         module.register(app)
 
 

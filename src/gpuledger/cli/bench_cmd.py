@@ -20,7 +20,7 @@ from rich.markup import escape
 from gpuledger.bench.tasks import TASKS
 from gpuledger.cli.common import DbOpt, JsonOpt, console, err_console, print_json
 from gpuledger.engines import DEFAULT_BASE_URLS, ENGINE_KINDS, engine_kind
-from gpuledger.errors import EngineError, GpuledgerError, Interrupted
+from gpuledger.errors import EngineError, GpuledgerError, Interrupted, UsageError
 from gpuledger.records import dump_summary
 
 if TYPE_CHECKING:
@@ -467,6 +467,17 @@ def bench(
         typer.Option("--data", help="train: a text or JSONL ({\"text\": ...} per line) file, tokenised with "
                      "the model folder's tokenizer (default: random token ids)."),
     ] = None,
+    workers: Annotated[
+        int,
+        typer.Option("--workers", min=1, max=256, help="Send the load from N processes (each its own event "
+                     "loop, a share of the concurrency or rate), merged into one run: more load than one "
+                     "process offers (docs/matrix.md)."),
+    ] = 1,
+    ray: Annotated[
+        str | None,
+        typer.Option("--ray", help="With --workers: the load processes as Ray actors on this cluster "
+                     "(auto, or a head's HOST:6379 / ray://HOST:10001; local: a Ray instance here)."),
+    ] = None,
     like: Annotated[
         str | None,
         typer.Option(
@@ -519,6 +530,11 @@ def bench(
     asked = flags_document(kind, values)
     spec = repeat(stored, asked, kind, given) if stored is not None else spec_of(kind, asked)
     require(spec)  # every flag problem is exit 2 before anything is opened
+    from gpuledger.bench.workers import check_workers
+
+    check_workers(spec, workers)  # bench --workers N: the load must split N ways (exit 2)
+    if ray is not None and workers < 2:
+        raise UsageError("--ray places the load processes of --workers N (N ≥ 2) on a Ray cluster")
     if _follows(spec):  # a data-parallel training run's other ranks: rank 0 stores and prints the run
         return
     if stored is not None and isinstance(spec, ServerSpec) and spec.dataset is not None:
@@ -541,7 +557,7 @@ def bench(
     check_remote_urls(telemetry_from or ())  # a malformed URL is exit 2 before anything is opened
     hooks = Hooks(on_run_created=created, on_warning=warned, on_phase=phase,
                   environment=environment_fingerprint, telemetry_from=tuple(telemetry_from or ()),
-                  console=err_console)
+                  console=err_console, workers=workers, cluster=ray)
     store = open_store(db)
     try:
         if repeats > 1:  # one group of N runs of the same spec (cli/groups.py)

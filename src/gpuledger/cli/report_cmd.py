@@ -30,12 +30,12 @@ def parse_profiles(values: list[str] | None) -> dict[str, str]:
 
 def report(
     runs: Annotated[
-        list[str],
+        list[str] | None,
         typer.Argument(
             help="Run ids or unambiguous prefixes; two or more make a comparison. A group of repeats (g-…, "
             "bench --repeat N) stands for its runs and leads with their mean and 95 % interval."
         ),
-    ],
+    ] = None,
     html: Annotated[
         Path | None,
         typer.Option("--html", help="Write the self-contained HTML report (plots, works offline) to FILE."),
@@ -56,6 +56,11 @@ def report(
         bool,
         typer.Option("--images/--no-images", help="Image runs: a contact sheet of the thumbnails they kept."),
     ] = True,
+    matrix: Annotated[
+        str | None,
+        typer.Option("--matrix", help="A benchmark matrix (m-…, gpuledger matrix): every cell, each target's "
+                     "Pareto front, the cheapest target per load level (docs/matrix.md)."),
+    ] = None,
     db: DbOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -63,6 +68,16 @@ def report(
     from gpuledger.report import build_report, render_html, render_markdown, render_terminal
     from gpuledger.store import open_store
 
+    if matrix is not None:  # a benchmark matrix (cli/matrix_cmd.py)
+        if runs or html is not None or md is not None or profile:
+            raise UsageError("--matrix reports a whole matrix on the terminal or as --json: give no run ids, "
+                             "--html, --md or --profile with it")
+        from gpuledger.cli.matrix_cmd import report_matrix
+
+        report_matrix(db, matrix, json_out=json_out)
+        return
+    if not runs:
+        raise UsageError("gpuledger report needs run ids (or --matrix MATRIX_ID)")
     if md == "-" and json_out:
         raise UsageError("--md - and --json both want stdout; write the Markdown to a file")
     profiles = parse_profiles(profile)

@@ -1,0 +1,169 @@
+"""One cell of a benchmark matrix at one repeat: the ordinary bench, its run written into the shared store
+under the id the cell reserved, tagged with the matrix, the cell's key and the repeat.
+
+``execute_cell(task)`` is what runs on a Ray worker (``bench.cluster.CellTasks``) or, without Ray, in the
+matrix's own process. It claims the cell (``Store.claim_cell``: a ``complete`` cell is not run again; an
+earlier attempt's unfinished run is replaced), runs the bench (``bench.runner``) with the run's workload
+recording ``matrix = {id, cell, repeat}`` and ``repeat = {group, index, of}`` (the cell's repeats are one
+group: ``cost GROUP``), and records how it ended (``finish_cell``):
+
+- ``complete``: the run finished as planned;
+- ``failed``: the server could not be used (the bench refused to start: the reason), every request failed,
+  or the server went away during the window (the run is kept, ``incomplete``, with the reason);
+- ``incomplete``: the cell was stopped (Ctrl-C on the matrix: ``Store.set_matrix_status("stopping")``,
+  which a watcher thread here polls every ``STOP_POLL_S``, stops the run as SIGINT would).
+
+Anything else (a bug) is recorded as ``failed`` with its type and message, then raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpuledger.bench.cluster import current_node
+from gpuledger.bench.runner import Fingerprint, Hooks, run_bench_async
+from gpuledger.errors import GpuledgerError, Interrupted
+from gpuledger.records import RunInfo, load_spec
+from gpuledger.store import Store, open_store
+from gpuledger.store.matrix import CellStatus
+
+STOP_POLL_S = 1.0
+STOP_SIGNAL = "matrix stop"
+MATRIX_KEY = "matrix"
+REPEAT_KEY = "repeat"  # the same workload key as bench --repeat's groups (cost.groups.REPEAT_KEY)
+
+
+@dataclass(frozen=True, slots=True)
+class CellTask:
+    """Everything a cell needs, in plain values (it crosses to a Ray worker): the store, the cell's natural
+    key, its group, its spec document and how the run is made."""
+
+    db: str
+    matrix_id: str
+    key: str
+    repeat: int
+    of: int
+    group: str
+    spec: dict[str, Any]
+    telemetry_from: tuple[str, ...] = ()
+    workers: int = 1
+
+
+def outcome(task: CellTask, status: str, *, run_id: str | None = None, reason: str | None = None,
+            attempt: int = 0, interrupted: bool = False) -> dict[str, Any]:
+    """What a cell reports back to the matrix (plain values); ``interrupted``: its run was stopped by a
+    signal or the matrix's stop."""
+    return {"key": task.key, "repeat": task.repeat, "status": status, "run_id": run_id, "reason": reason,
+            "attempt": attempt, "interrupted": interrupted}
+
+
+def cell_status(info: RunInfo) -> tuple[CellStatus, str | None]:
+    """How a cell whose run was stored ended, and why when not as planned."""
+    s = info.summary
+    if s is not None and s.interrupted is not None:
+        return "incomplete", (f"stopped ({s.interrupted.signal}) with {s.interrupted.finished_requests} "
+                              "finished requests kept")
+    if s is not None and s.aborted:
+        return "failed", s.aborted
+    if info.status == "failed":
+        first = s.error_examples[0].error if s is not None and s.error_examples else None
+        return "failed", f"every request failed; the first: {first}"
+    if info.status != "complete":
+        return "incomplete", f"the run was stored {info.status}"
+    return "complete", None
+
+
+class _StopWatch:
+    """Polls the matrix's status and stops the cell's run once the matrix is being stopped."""
+
+    def __init__(self, store: Store, matrix_id: str) -> None:
+        self._store, self._matrix_id = store, matrix_id
+        self._stop: Callable[[str], None] | None = None
+        self._closed = threading.Event()
+        self._lock = threading.Lock()
+        self.stopped = False
+        self._thread = threading.Thread(target=self._poll, name="gpuledger-matrix-stop", daemon=True)
+        self._thread.start()
+
+    def attach(self, stop: Callable[[str], None]) -> None:
+        with self._lock:
+            self._stop = stop
+            if self.stopped:
+                stop(STOP_SIGNAL)
+
+    def _poll(self) -> None:
+        while not self._closed.wait(STOP_POLL_S):
+            try:
+                stopping = self._store.matrix_status(self._matrix_id) == "stopping"
+            except GpuledgerError:
+                continue  # the store did not answer this time: ask again at the next poll
+            if stopping:
+                with self._lock:
+                    self.stopped = True
+                    if self._stop is not None:
+                        self._stop(STOP_SIGNAL)
+                return
+
+    def close(self) -> None:
+        self._closed.set()
+        self._thread.join(STOP_POLL_S * 2)
+
+
+def _workload(task: CellTask) -> Mapping[str, Any]:
+    matrix: dict[str, Any] = {"id": task.matrix_id, "cell": task.key, "repeat": task.repeat}
+    node = current_node()
+    if node is not None:  # the Ray node the cell ran on (next to its server, when the plan placed it)
+        matrix["ray_node"] = node
+    return {REPEAT_KEY: {"group": task.group, "index": task.repeat, "of": task.of}, MATRIX_KEY: matrix}
+
+
+def execute_cell(task: CellTask, environment: Fingerprint | None = None,
+                 telemetry_root: Path = Path("/")) -> dict[str, Any]:
+    """Run one cell at one repeat into the store (the module docstring says what is recorded)."""
+    store = open_store(task.db)
+    try:
+        return _execute(store, task, environment, telemetry_root)
+    finally:
+        store.close()
+
+
+def _execute(store: Store, task: CellTask, environment: Fingerprint | None, root: Path) -> dict[str, Any]:
+    claim = store.claim_cell(task.matrix_id, task.key, task.repeat)
+    if claim.outcome != "claimed":
+        return outcome(task, "skipped" if claim.outcome == "complete" else "not run", run_id=claim.run_id,
+                       attempt=claim.attempt)
+    watch = _StopWatch(store, task.matrix_id)
+    hooks = Hooks(run_id=claim.run_id, workload=_workload(task), stopper=watch.attach,
+                  environment=environment, telemetry_from=task.telemetry_from, workers=task.workers)
+
+    def finish(status: CellStatus, reason: str | None, run_id: str | None,
+               interrupted: bool = False) -> dict[str, Any]:
+        store.finish_cell(task.matrix_id, task.key, task.repeat, status, reason, attempt=claim.attempt)
+        return outcome(task, status, run_id=run_id, reason=reason, attempt=claim.attempt,
+                       interrupted=interrupted)
+
+    try:
+        info = asyncio.run(run_bench_async(load_spec(task.spec), store, telemetry_root=root, hooks=hooks))
+    except Interrupted as exc:
+        return finish("incomplete", exc.message, claim.run_id, interrupted=True)
+    except GpuledgerError as exc:
+        return finish("failed", exc.message, claim.run_id)
+    except KeyboardInterrupt:  # Ctrl-C outside the run's window (the matrix's own process)
+        store.finish_cell(task.matrix_id, task.key, task.repeat, "incomplete", "interrupted (Ctrl-C)",
+                          attempt=claim.attempt)
+        raise
+    except BaseException as exc:
+        text = " ".join(str(exc).split())[:300]
+        store.finish_cell(task.matrix_id, task.key, task.repeat, "failed", f"{type(exc).__name__}: {text}",
+                          attempt=claim.attempt)
+        raise
+    finally:
+        watch.close()
+    status, reason = cell_status(info)
+    stopped = info.summary is not None and info.summary.interrupted is not None
+    return finish(status, reason, info.id, interrupted=stopped)

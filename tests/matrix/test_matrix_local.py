@@ -1,0 +1,188 @@
+"""``gpuledger matrix PLAN.yaml`` without a cluster (``--ray none``: the cells in this process, one after
+another) against two programmable loopback servers, into a real SQLite store: the plan, its cells and their
+keys, idempotent resumes, a failed target, Ctrl-C, ``matrix show`` and ``report --matrix``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from stream_server import Scenario, StreamServer
+
+from gpuledger.cli.main import main
+from gpuledger.store import open_store
+
+Serve = Callable[..., StreamServer]
+
+
+def plan_file(tmp_path: Path, urls: dict[str, str], **extra: Any) -> Path:
+    plan: dict[str, Any] = {
+        "name": "two servers",
+        "bench": {"dataset": "random", "input_len": 8, "output_len": 16, "num_requests": 12, "warmup": 0,
+                  "telemetry": False},
+        "matrix": {"target": [{"name": n, "base_url": u, "engine": "openai", "model": "test-model",
+                               "profile": "cpu-cloud"} for n, u in urls.items()],
+                   "concurrency": [1, 4]},
+        "repeat": 2,
+        **extra,
+    }
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(plan, sort_keys=False))
+    return path
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str, code: int = 0) -> dict[str, Any]:
+    got = main([*args, "--json"])
+    out = capsys.readouterr()
+    assert got == code, out.err
+    doc: dict[str, Any] = json.loads(out.out) if out.out.strip() else {"stderr": out.err}
+    doc.setdefault("stderr", out.err)
+    return doc
+
+
+def test_a_plan_of_two_targets_two_loads_two_repeats_stores_eight_runs_with_their_keys(
+        serve: Serve, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = serve(Scenario(itl_s=0.001)), serve(Scenario(itl_s=0.002))
+    plan = plan_file(tmp_path, {"a": a.url, "b": b.url})
+    dry = run(capsys, "matrix", str(plan), "--dry-run")
+    assert [c["key"] for c in dry["cells"]] == ["target=a,concurrency=1", "target=a,concurrency=4",
+                                                "target=b,concurrency=1", "target=b,concurrency=4"]
+    assert dry["runs"] == 8
+
+    done = run(capsys, "matrix", str(plan), "--ray", "none")
+    matrix_id = done["matrix_id"]
+    assert done["counts"] == {"complete": 8, "failed": 0, "incomplete": 0, "skipped": 0}
+    with open_store(None) as store:
+        runs = store.list_runs()
+        assert len(runs) == 8
+        keys = sorted((r.workload["matrix"]["cell"], r.workload["matrix"]["repeat"]) for r in runs)
+        assert keys == sorted((f"target={t},concurrency={c}", r)
+                              for t in "ab" for c in (1, 4) for r in (1, 2))
+        assert all(r.workload["matrix"]["id"] == matrix_id and r.status == "complete" for r in runs)
+        assert {r.summary.output_tokens_total for r in runs if r.summary is not None} == {12 * 16}
+        # Each cell's two repeats are one group of repeats: cost GROUP / compare GROUP GROUP read them.
+        groups = {r.workload["repeat"]["group"] for r in runs}
+        assert len(groups) == 4
+        cells = store.matrix_cells(matrix_id)
+        assert {c.status for c in cells} == {"complete"} and {c.attempts for c in cells} == {1}
+        assert sorted(c.run_id for c in cells) == sorted(r.id for r in runs)
+    served = a.generation_requests + b.generation_requests
+
+    again = run(capsys, "matrix", str(plan), "--ray", "none", "--resume", matrix_id)
+    assert again["outcomes"] == [] and again["already_complete"] == 8
+    assert a.generation_requests + b.generation_requests == served  # nothing was sent
+    with open_store(None) as store:
+        assert len(store.list_runs()) == 8
+
+    group = sorted(groups)[0]
+    cost = run(capsys, "cost", group, "--profile", "cpu-cloud")
+    assert len(cost["costs"]) == 2
+
+    report = run(capsys, "report", "--matrix", matrix_id)
+    by_key = {c["key"]: c for c in report["cells"]}
+    assert set(by_key) == {f"target={t},concurrency={c}" for t in "ab" for c in (1, 4)}
+    for cell in by_key.values():
+        assert cell["statuses"] == {"complete": 2} and cell["figures"]["output_tokens_per_s"]["n"] == 2
+        assert cell["cost"]["unit"] == "USD per 1M output tokens" and cell["cost"]["mean"] > 0
+    assert {e["load_level"] for e in report["cheapest"]} == {"concurrency=1", "concurrency=4"}
+    assert all(e["cheapest"] in ("a", "b") for e in report["cheapest"])
+    assert set(report["pareto"]) == {"a", "b"} and all(report["pareto"].values())
+
+    assert main(["report", "--matrix", matrix_id]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Cheapest target per load level (USD per 1M output tokens)" in text
+    assert "Pareto front of a" in text and "target=b,concurrency=4" in text
+    assert main(["matrix", "show", matrix_id[:6]]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "Cells × repeats" in shown and f"matrix {matrix_id}" in shown
+
+
+def test_a_target_whose_server_is_gone_is_recorded_failed_and_the_others_complete(
+        serve: Serve, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, gone = serve(Scenario()), serve(Scenario())
+    gone.stop()
+    plan = plan_file(tmp_path, {"a": a.url, "gone": gone.url}, repeat=1)
+    done = run(capsys, "matrix", str(plan), "--ray", "none", code=6)
+    assert done["stderr"].count("failed: target=gone") == 2
+    assert "2 of 4 runs failed" in done["stderr"]
+    with open_store(None) as store:
+        (matrix,) = {r.workload["matrix"]["id"] for r in store.list_runs()}
+        cells = {c.key: c for c in store.matrix_cells(matrix)}
+    assert cells["target=a,concurrency=1"].status == cells["target=a,concurrency=4"].status == "complete"
+    for key in ("target=gone,concurrency=1", "target=gone,concurrency=4"):
+        assert cells[key].status == "failed" and cells[key].run_id is None
+        assert (cells[key].reason or "").startswith("cannot reach the inference server at http://127.0.0.1:")
+    shown = run(capsys, "matrix", "show", matrix)
+    assert {c["key"]: c["statuses"] for c in shown["cells"]}["target=gone,concurrency=1"] == {"failed": 1}
+
+
+def test_ctrl_c_ends_the_running_cell_incomplete_schedules_no_more_and_resume_finishes(
+        serve: Serve, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    slow = serve(Scenario(itl_s=0.02))
+    plan = plan_file(tmp_path, {"slow": slow.url}, repeat=1)
+
+    def interrupt_once_sending() -> None:
+        deadline = time.monotonic() + 30
+        while slow.generation_requests < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_once_sending, daemon=True).start()
+    stopped = run(capsys, "matrix", str(plan), "--ray", "none", code=130)
+    assert "resume with: gpuledger matrix" in stopped["stderr"]
+    with open_store(None) as store:
+        (only,) = store.list_runs()
+        matrix_id = only.workload["matrix"]["id"]
+        cells = {c.key: c for c in store.matrix_cells(matrix_id)}
+        assert store.get_matrix(matrix_id).status == "interrupted"
+    assert only.status == "incomplete" and only.summary is not None and only.summary.interrupted is not None
+    assert cells["target=slow,concurrency=1"].status == "incomplete"
+    assert cells["target=slow,concurrency=4"].status == "pending"  # never started
+
+    resumed = run(capsys, "matrix", str(plan), "--ray", "none", "--resume", matrix_id)
+    assert resumed["counts"]["complete"] == 2
+    with open_store(None) as store:
+        runs = store.list_runs()
+        cells = {c.key: c for c in store.matrix_cells(matrix_id)}
+    assert len(runs) == 2 and {r.status for r in runs} == {"complete"}  # the incomplete run was replaced
+    assert cells["target=slow,concurrency=1"].attempts == 2 and only.id not in {r.id for r in runs}
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"matrix": {"target": [{"base_url": "http://127.0.0.1:9", "model": "m"}], "concurency": [1]}},
+     "matrix.concurency: not a key of the plan here (did you mean 'concurrency'?)"),
+    ({"bench": {"input_lenght": 8}},
+     "bench.input_lenght: not a key of the plan here (did you mean 'input_len'?)"),
+    ({"exclude": [{"target": "nope"}]}, "exclude #1: 'nope' is not a value of the target axis (a)"),
+    ({"bench": {"concurrency": 4}}, "concurrency is both a bench setting and an axis of the matrix"),
+    ({"bench": {"num_requests": 0}}, "cell target=a,concurrency=1: --num-requests must be at least 1, got 0"),
+    ({"repeat": 0}, "repeat: Input should be greater than or equal to 1"),
+])
+def test_a_plan_is_refused_whole_with_one_line_naming_the_key(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], change: dict[str, Any], message: str) -> None:
+    plan = yaml.safe_load(plan_file(tmp_path, {"a": "http://127.0.0.1:9"}).read_text())
+    for key, value in change.items():
+        merge = isinstance(value, dict) and isinstance(plan.get(key), dict)
+        plan[key] = {**plan[key], **value} if merge else value
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(plan))
+    assert main(["matrix", str(tmp_path / "bad.yaml"), "--dry-run"]) == 4
+    err = " ".join(capsys.readouterr().err.split())
+    assert message in err, err
+
+
+def test_resuming_with_another_plan_is_refused(serve: Serve, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    srv = serve(Scenario())
+    plan = plan_file(tmp_path, {"a": srv.url}, repeat=1)
+    matrix_id = run(capsys, "matrix", str(plan), "--ray", "none")["matrix_id"]
+    other = plan_file(tmp_path, {"a": srv.url}, repeat=3)
+    assert main(["matrix", str(other), "--ray", "none", "--resume", matrix_id]) == 2
+    assert "is not the plan matrix" in capsys.readouterr().err
