@@ -4,9 +4,11 @@ keys, idempotent resumes, a failed target, Ctrl-C, ``matrix show`` and ``report 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +23,7 @@ from gpuledger.cli.main import main
 from gpuledger.store import open_store
 
 Serve = Callable[..., StreamServer]
+FIND = importlib.util.find_spec
 
 
 def plan_file(tmp_path: Path, urls: dict[str, str], **extra: Any) -> Path:
@@ -186,3 +189,26 @@ def test_resuming_with_another_plan_is_refused(serve: Serve, tmp_path: Path,
     other = plan_file(tmp_path, {"a": srv.url}, repeat=3)
     assert main(["matrix", str(other), "--ray", "none", "--resume", matrix_id]) == 2
     assert "is not the plan matrix" in capsys.readouterr().err
+
+
+def test_without_ray_local_runs_the_cells_in_this_process_and_a_cluster_needs_ray(
+        serve: Serve, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray absent (the import boundary: ``import ray`` fails): ``--ray local`` still runs every cell, here;
+    ``--ray auto`` is the missing dependency's exit 7 with the extra to install."""
+    monkeypatch.setitem(sys.modules, "ray", None)
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "ray" else FIND(name, *a))
+    srv = serve(Scenario())
+    plan = plan_file(tmp_path, {"a": srv.url}, repeat=1)
+    done = run(capsys, "matrix", str(plan), "--ray", "local")
+    assert done["where"] == "in this process, one after another" and done["counts"]["complete"] == 2
+    pg_like = "postgresql+psycopg://u@127.0.0.1:9/none"
+    assert main(["matrix", str(plan), "--ray", "auto", "--db", pg_like]) == 7
+    assert 'pip install "gpuledger[cluster]"' in capsys.readouterr().err
+
+
+def test_a_cluster_cannot_share_a_sqlite_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    plan = plan_file(tmp_path, {"a": "http://127.0.0.1:9"}, repeat=1)
+    assert main(["matrix", str(plan), "--ray", "10.0.0.1:6379"]) == 2
+    assert "a SQLite file cannot be shared" in capsys.readouterr().err

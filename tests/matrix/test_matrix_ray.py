@@ -54,7 +54,7 @@ def _ok(step: dict[str, Any], code: int = 0) -> dict[str, Any]:
 def test_eight_cells_run_as_ray_tasks_next_to_their_servers_into_postgres(scenario: dict[str, Any]) -> None:
     first = _ok(scenario["first"])
     assert first["json"] is not None, first["stdout"][-2000:]  # --json: nothing else on stdout
-    assert first["json"]["counts"]["complete"] == 8 and first["json"]["where"].startswith("Ray ")
+    assert first["json"]["counts"]["complete"] == 8 and first["json"]["where"].startswith("on Ray ")
     runs = scenario["first_store"]["runs"]
     assert sorted((r["cell"], r["repeat"]) for r in runs) == sorted(
         (f"target={t},concurrency={c}", rep) for t in "ab" for c in (1, 4) for rep in (1, 2))

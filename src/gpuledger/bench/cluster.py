@@ -54,7 +54,7 @@ def connect(address: str) -> str:
     joined, in words."""
     ray = _ray()
     if ray.is_initialized():
-        return "the Ray instance this process is already connected to"
+        return "on the Ray instance this process is already connected to"
     if not address.strip():
         raise UsageError("--ray needs local, auto or a cluster address (HOST:6379, ray://HOST:10001)")
     try:
@@ -71,7 +71,7 @@ def connect(address: str) -> str:
     _started_here.append(True)
     _notices_to_stderr()
     nodes = [n for n in ray.nodes() if n.get("Alive")]
-    return f"Ray {ray.__version__} at {address} ({len(nodes)} node{'s' if len(nodes) != 1 else ''})"
+    return f"on Ray {ray.__version__} at {address} ({len(nodes)} node{'s' if len(nodes) != 1 else ''})"
 
 
 def _notices_to_stderr() -> None:

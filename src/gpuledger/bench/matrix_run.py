@@ -30,7 +30,7 @@ from gpuledger.bench import cluster
 from gpuledger.bench.matrix import Cell, LoadedPlan, group_id
 from gpuledger.bench.matrix_cell import CellTask, execute_cell, outcome
 from gpuledger.bench.runner import Fingerprint
-from gpuledger.errors import Interrupted, UsageError
+from gpuledger.errors import Interrupted, MissingDependencyError, UsageError
 from gpuledger.records.spec import dump_spec
 from gpuledger.store import Store
 from gpuledger.store.matrix import new_matrix_id
@@ -115,6 +115,18 @@ def resume_hint(where: str, matrix_id: str) -> str:
     return f"gpuledger matrix {where} --resume {matrix_id}"
 
 
+def check_where(ray: str, backend: str) -> bool:
+    """Whether the cells run on Ray (``--ray`` and the store's backend checked first): ``UsageError`` for a
+    cluster with a SQLite store, ``MissingDependencyError`` for a cluster without Ray installed."""
+    if ray not in (IN_PROCESS, "local") and backend == "sqlite":
+        raise UsageError(f"--ray {ray}: a cluster's cells write from other machines, which a SQLite file "
+                         "cannot be shared with", hint="give --db postgresql+psycopg://… (docs/matrix.md)")
+    if ray not in (IN_PROCESS, "local") and not cluster.available():
+        raise MissingDependencyError(f"--ray {ray} runs the cells on a Ray cluster, and Ray is not installed",
+                                     hint=cluster.INSTALL_HINT)
+    return ray != IN_PROCESS and (ray != "local" or cluster.available())
+
+
 def run_matrix(
     store: Store, db: str, loaded: LoadedPlan, *, ray: str = "local", resume: str | None = None,
     max_parallel: int | None = None, environment: Fingerprint | None = None, events: Events | None = None,
@@ -123,11 +135,8 @@ def run_matrix(
     events = events or Events()
     if max_parallel is not None and max_parallel < 1:
         raise UsageError(f"--max-parallel must be at least 1, got {max_parallel}")
-    on_ray = ray != IN_PROCESS and (ray != "local" or cluster.available())
-    if ray not in (IN_PROCESS, "local") and store.backend == "sqlite":
-        raise UsageError(f"--ray {ray}: a cluster's cells write from other machines, which a SQLite file "
-                         "cannot be shared with", hint="give --db postgresql+psycopg://… (docs/matrix.md)")
-    where = "this process, one cell after another" if not on_ray else ""
+    on_ray = check_where(ray, store.backend)
+    where = "in this process, one after another" if not on_ray else ""
     if on_ray:
         where = cluster.connect(ray)
     try:

@@ -47,12 +47,13 @@ def _dry_run(loaded: LoadedPlan, json_out: bool) -> None:
         console.print(f"{loaded.excluded} combinations excluded by the plan's exclude rules", markup=False)
 
 
-def _store_url(db: str | None) -> str:
-    """The store's URL as every cell opens it (the same store: a SQLite file by its absolute path)."""
+def _store_url(db: str | None) -> tuple[str, str]:
+    """The store's URL as every cell opens it (the same store: a SQLite file by its absolute path), and its
+    backend."""
     from gpuledger.store.engine import resolve_url
 
     url, _ = resolve_url(db)
-    return url.render_as_string(hide_password=False)
+    return url.render_as_string(hide_password=False), url.get_backend_name()
 
 
 def _run(plan: Path, ray: str, db: str | None, resume: str | None, max_parallel: int | None, progress: bool,
@@ -60,11 +61,13 @@ def _run(plan: Path, ray: str, db: str | None, resume: str | None, max_parallel:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from gpuledger.bench.matrix import load_plan
-    from gpuledger.bench.matrix_run import Events, run_matrix
+    from gpuledger.bench.matrix_run import Events, check_where, run_matrix
     from gpuledger.cli.bench_cmd import environment_fingerprint
     from gpuledger.store import open_store
 
     loaded = load_plan(plan)
+    url, backend = _store_url(db)
+    check_where(ray, backend)  # before the store is opened: a cluster needs Ray and a shared store
     show = progress and err_console.is_terminal and not json_out
     bar = Progress(TextColumn("cells"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
                    TimeElapsedColumn(), console=err_console, disable=not show, transient=True)
@@ -74,7 +77,8 @@ def _run(plan: Path, ray: str, db: str | None, resume: str | None, max_parallel:
     def started(info: dict[str, Any]) -> None:
         err_console.print(
             f"matrix {info['matrix_id']}{' (resumed)' if info['resumed'] else ''}: {info['to_run']} of "
-            f"{info['planned']} runs to do ({info['already_complete']} already complete) on {info['where']}",
+            f"{info['planned']} runs to do ({info['already_complete']} already complete); cells run "
+            f"{info['where']}",
             markup=False, highlight=False)
         bar.update(task, total=info["to_run"])
 
@@ -92,7 +96,7 @@ def _run(plan: Path, ray: str, db: str | None, resume: str | None, max_parallel:
     store = open_store(db)
     try:
         with bar:
-            result = run_matrix(store, _store_url(db), loaded, ray=ray, resume=resume,
+            result = run_matrix(store, url, loaded, ray=ray, resume=resume,
                                 max_parallel=max_parallel, environment=environment_fingerprint,
                                 events=Events(on_start=started, on_cell=ended, on_stopping=stopping))
     finally:
@@ -147,10 +151,11 @@ def render_matrix(view: MatrixView, *, detail: bool) -> None:
         f = c.figures
         cells.append((c.key, ok, figure_text(f.get("output_tokens_per_s")), figure_text(f.get("ttft_p50_ms")),
                       figure_text(f.get("ttft_p99_ms")), figure_text(f.get("tpot_p50_ms")),
-                      figure_text(f.get("tpot_p99_ms")), figure_text(f.get("e2e_p99_ms")), cost))
-    print_table(console, "Every cell (mean over its complete repeats ± 95 % interval; latencies in ms)",
-                ("cell", "runs ok", "output tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "E2E p99",
-                 f"cost ({unit})"), cells)
+                      figure_text(f.get("e2e_p99_ms")), cost))
+    columns = ("cell", "runs ok", "output tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "E2E p99",
+               f"cost ({unit})")
+    print_table(console, "Every cell (mean of its complete repeats ± 95 % interval; latencies in ms; --json "
+                "has every percentile)", columns, cells)
     for target, front in view.fronts.items():
         paragraph(console, ", ".join(front) if front else "no cell has both throughput and latency",
                   lead=Text(f"Pareto front of {target} (throughput vs TPOT p50): ", style="bold"))
