@@ -169,7 +169,7 @@ def _gpu_of(run: RunInfo, summary: RunSummary, cat: Catalog, gpu: str | None,
     ), "measured"
 
 
-def _dtype_of(run: RunInfo, summary: RunSummary) -> tuple[str | None, str]:
+def _dtype_of(run: RunInfo, summary: RunSummary, arch: ModelArch) -> tuple[str | None, str]:
     if isinstance(summary, PublishedSummary) and summary.precision:
         kind = normalise_dtype(summary.precision)
         return kind, f"published precision {summary.precision}"
@@ -180,6 +180,8 @@ def _dtype_of(run: RunInfo, summary: RunSummary) -> tuple[str | None, str]:
         found = config_dtype(run.config.model_architecture.config)
         if found is not None:
             return found, f"the model's config.json ({run.config.model_architecture.path})"
+    if arch.dtype is not None:
+        return arch.dtype, f"the model's config ({arch.source})"
     note = "the run does not record the dtype: 16-bit assumed"
     if run.engine == "ollama":
         note += " (Ollama usually serves 4-bit GGUF weights: MBU would then be about 3.5x too high)"
@@ -283,7 +285,7 @@ def _efficiency(run: RunInfo, summary: RunSummary | None, catalog: Catalog | Non
     arch, why = model_of(run)
     if arch is None:
         return Efficiency.missing(why, label)
-    dtype, dtype_how = _dtype_of(run, summary)
+    dtype, dtype_how = _dtype_of(run, summary, arch)
     wb, wb_how = weight_bytes(dtype)
     kb, kb_how = kv_bytes(dtype)
     assumptions = [] if dtype else [dtype_how]

@@ -89,6 +89,7 @@ class ModelArch:
     published_params: int | None = None
     published_active_params: int | None = None
     params_source: str | None = None
+    dtype: str | None = None  # what the config says its weights are (config_dtype)
 
     # -- counts -----------------------------------------------------------------------------------
     @property
@@ -279,6 +280,7 @@ def arch_from_config(
         published_params=published_params,
         published_active_params=published_active_params,
         params_source=params_source,
+        dtype=config_dtype(cfg),
     )
 
 

@@ -113,9 +113,10 @@ def choose_efficiency(
 
 def _label(origin: FigureOrigin, where: str, ids: list[str], rows: list[tuple[str, Efficiency]]) -> str:
     shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
-    first = next(e for i, e in rows if i in ids)
-    how = first.label if origin == "published" else "measured"
-    return f"median of {len(ids)} of {where} ({shown}; {how})"
+    used = [e for i, e in rows if i in ids]
+    models = ", ".join(sorted({e.model for e in used if e.model}))
+    how = used[0].label if origin == "published" else "measured"
+    return f"median of {len(ids)} of {where} ({shown}; model {models}; {how})"
 
 
 @dataclass(frozen=True, slots=True)
