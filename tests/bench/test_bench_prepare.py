@@ -126,12 +126,15 @@ def _first_request_s(srv: StreamServer, n: int) -> tuple[float, int]:
 
 
 def test_the_first_request_does_not_wait_for_the_prompts_of_the_whole_run(serve: Serve) -> None:
-    # 10 ms a tokenizer call: cutting a million prompts up front (three calls each) would take hours.
+    # 10 ms a tokenizer call: cutting a million prompts up front (three calls each) would take an hour.
+    # Measured with a 3 ms tokenizer before prompts were made lazily: 1.6 s to the first request at 400
+    # requests, 4.0 s at 2,000; now 0.5-0.7 s at 400, 2,000 or 100,000. The bounds leave room for a
+    # machine busy with other work.
     srv = serve(Scenario(identity="vllm", tokenize_delay_s=0.01, itl_s=0.01))
     few, _ = _first_request_s(srv, 400)
     many, peak_kib = _first_request_s(srv, 1_000_000)
-    assert few < 8.0 and many < 8.0, (few, many)
-    assert many < 2 * few + 1.0, (few, many)
+    assert few < 15.0 and many < 15.0, (few, many)
+    assert many < 3 * few + 5.0, (few, many)
     assert peak_kib < 400 * 1024, peak_kib  # no list of a million prompts
 
 

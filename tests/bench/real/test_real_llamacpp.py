@@ -58,6 +58,8 @@ class TestCompletionsAgainstLlamaCpp:
     def test_server_is_identified_as_llamacpp(self, completions_run: BenchRun) -> None:
         server = completions_run.doc["server"]
         assert server["kind"] == "llamacpp"
+        assert server["details"]["context_length_source"].startswith("GET /props")
+        assert server["details"]["context_length"] <= realservers.LLAMA_CTX_SIZE
         assert server["version"]  # the build, from /props (b0-unknown for a build without git)
 
     def test_token_counts_come_from_the_servers_usage(self, completions_run: BenchRun) -> None:
@@ -143,11 +145,16 @@ def test_no_request_fails_when_the_server_closes_a_kept_alive_connection(
 def test_chat_completions_counts_match_usage_and_predicted_n(
     llamacpp_server: RealServer, db_url: str
 ) -> None:
+    # The requested input length is the templated prompt (SmolLM2's template adds a system prompt): 96.
     run = realservers.run_bench(
-        llamacpp_server, db_url, "--endpoint", "chat", "--dataset", "random", "--input-len", "16",
+        llamacpp_server, db_url, "--endpoint", "chat", "--dataset", "random", "--input-len", "96",
         "--output-len", "16", "--concurrency", "2", "--num-requests", "4", "--warmup", "0", "--no-telemetry",
     )
     ok = _ok(run)
+    wl = run.doc["workload"]
+    assert wl["chat_template_tokens"] > 0 and "/apply-template" in wl["chat_template_method"]
+    assert [r.input_tokens for r in ok] == [96] * len(ok)  # llama.cpp's usage.prompt_tokens
+    assert all(_timings(r)["prompt_n"] <= 96 for r in ok)  # prompt_n: tokens evaluated (a cached prefix not)
     assert [r.output_tokens for r in ok] == [16] * len(ok)
     assert all(r.token_source == "server_usage" for r in ok)
     assert all(_timings(r)["predicted_n"] == 16 for r in ok)

@@ -74,6 +74,8 @@ class TestCompletionsAgainstVllm:
         server = completions_run.doc["server"]
         assert server["kind"] == "vllm"
         assert server["version"] == orjson.loads(text)["version"]
+        assert server["details"]["context_length"] == realservers.VLLM_MAX_MODEL_LEN
+        assert server["details"]["context_length_source"] == "GET /v1/models max_model_len"
 
     def test_every_request_counts_tokens_from_the_servers_usage(self, completions_run: BenchRun) -> None:
         assert completions_run.summary["token_source"] == {"server_usage": N}
@@ -150,7 +152,7 @@ def test_chat_completions_counts_match_usage(vllm_server: RealServer, db_url: st
         "--dataset",
         "random",
         "--input-len",
-        "16",
+        "48",
         "--output-len",
         "24",
         "--concurrency",
@@ -166,6 +168,85 @@ def test_chat_completions_counts_match_usage(vllm_server: RealServer, db_url: st
     assert all(r.token_source == "server_usage" for r in run.records)
     assert run.delta("vllm:generation_tokens_total") == 4 * 24
     assert run.delta("vllm:prompt_tokens_total") == run.summary["input_tokens_total"]
+
+
+def test_chat_prompts_have_the_requested_length_with_the_template_counted(
+    vllm_server: RealServer, db_url: str
+) -> None:
+    # Issue 15: 128 tokens asked on the chat endpoint were 632 sent (one word per token, the template not
+    # counted). Now the requested length is the templated prompt, as vLLM counts it.
+    run = realservers.run_bench(
+        vllm_server, db_url, "--endpoint", "chat", "--dataset", "random", "--input-len", "128",
+        "--output-len", "8", "--concurrency", "2", "--num-requests", "6", "--warmup", "0", "--no-telemetry",
+    )
+    wl = run.doc["workload"]
+    # '<|im_start|>user\n' + content + '<|im_end|>\n<|im_start|>assistant\n' in the tiny Llama's tokens
+    assert wl["chat_template_tokens"] > 0
+    assert "/tokenize with the chat's messages" in wl["chat_template_method"]
+    assert wl["input_len_method"] == "server_tokenizer"
+    assert [r.input_tokens for r in run.records] == [128] * 6
+    assert all(r.token_source == "server_usage" for r in run.records)
+    assert run.delta("vllm:prompt_tokens_total") == 6 * 128
+    assert wl["prompt_tokens_check"]["server_tokens_total"] == 6 * 128
+    assert not any("prompt tokens" in w for w in run.doc["server"]["warnings"])
+
+
+def test_like_a_completions_run_on_the_chat_endpoint_sends_the_same_prompt_tokens(
+    vllm_server: RealServer, db_url: str
+) -> None:
+    a = realservers.run_bench(
+        vllm_server, db_url, "--dataset", "random", "--input-len", "96", "--range-ratio", "0.5",
+        "--output-len", "4", "--concurrency", "2", "--num-requests", "6", "--warmup", "0", "--no-telemetry",
+    )
+    b = realservers.run_bench(vllm_server, db_url, "--like", a.doc["id"], "--endpoint", "chat")
+    assert b.doc["config"]["like"]["overridden"] == ["endpoint"]
+    assert {r.index: r.input_tokens for r in b.records} == {r.index: r.input_tokens for r in a.records}
+    assert b.delta("vllm:prompt_tokens_total") == a.delta("vllm:prompt_tokens_total")
+
+
+def test_vllms_context_length_bounds_the_prompt(
+    vllm_server: RealServer, db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gpuledger.cli.main import main
+
+    code = main(["bench", "--base-url", vllm_server.base_url, "--model", vllm_server.model, "--input-len",
+                 "1500", "--db", db_url, "--no-telemetry", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "more than the server's context length, 1024 tokens (GET /v1/models max_model_len)" in err
+
+
+def test_the_first_of_2000_requests_is_sent_within_2_s(vllm_server: RealServer) -> None:
+    # Issue 15: ~7 s at 400 requests and >14 s at 2000 before the first request, nothing on screen. Here:
+    # from the start of the run (in this process: no interpreter start-up) to the warm-up request being
+    # sent, with 2,000 requests of 128 tokens planned; the run is interrupted there.
+    import os
+    import signal
+    import time
+
+    from gpuledger.bench.flags import server_spec
+    from gpuledger.bench.runner import Hooks, run_bench
+    from gpuledger.errors import Interrupted
+    from gpuledger.store import open_store
+
+    sent: list[float] = []
+
+    def phase(text: str) -> None:
+        if text.startswith("warm-up") and not sent:
+            sent.append(time.perf_counter())
+            os.kill(os.getpid(), signal.SIGINT)  # the runner's handler: the run ends before its window
+
+    spec = server_spec(base_url=vllm_server.base_url, model=vllm_server.model, dataset="random",
+                       input_len=128, output_len=16, num_requests=2000, warmup=1, telemetry=False)
+    store = open_store("sqlite://")
+    t0 = time.perf_counter()
+    try:
+        with pytest.raises(Interrupted, match="no run was created"):
+            run_bench(spec, store, hooks=Hooks(on_phase=phase))
+    finally:
+        store.close()
+    assert sent, "the warm-up request was never sent"
+    assert sent[0] - t0 < 2.0, sent[0] - t0
 
 
 def test_sweep_runs_each_concurrency_as_a_stage(vllm_server: RealServer, db_url: str) -> None:
