@@ -18,6 +18,13 @@ the median over ``--rounds`` interleaved rounds, and the ratios. Exit status 0 w
 counted exactly requests x output tokens in every round and its median is >= 1.25x vLLM's; 1
 otherwise, or when a client could not run (its error is shown). Peers guidellm / AIPerf are not
 driven: they are only reported as found or not (they pull a CUDA torch; never installed here).
+
+Workers mode (``--workers 1,2,4``): gpuledger alone, ``bench --workers W`` for each W in turn (the load
+spread over W local processes, merged into one run), the server pinned to core 0 and the workers free to
+use every other core; the ceiling for each W (median over the rounds), the scaling ratio against one
+worker, and whether every round counted exactly requests x output tokens (exit status 0 then, else 1).
+
+    .venv/bin/python benchmarks/loadgen_ceiling.py --workers 1,2,4 [--rounds 3]
 """
 
 from __future__ import annotations
@@ -71,7 +78,8 @@ def tiny_tokenizer_dir(cache: Path) -> Path:
     return dest
 
 
-def run_gpuledger(url: str, args: argparse.Namespace, core: int | None, workdir: Path) -> Measurement:
+def run_gpuledger(url: str, args: argparse.Namespace, core: int | None, workdir: Path,
+                  workers: int = 1, cores: str | None = None) -> Measurement:
     env = {**os.environ, "GPULEDGER_DB": f"sqlite:///{workdir / 'gpuledger.sqlite'}"}
     cmd = [
         _servers.gpuledger_exe(), "bench", "--engine", "openai", "--base-url", url,
@@ -79,8 +87,10 @@ def run_gpuledger(url: str, args: argparse.Namespace, core: int | None, workdir:
         "--input-len", str(args.input_len), "--output-len", str(args.output_len),
         "--concurrency", str(args.concurrency), "--num-requests", str(args.num_requests),
         "--warmup", "0", "--no-telemetry", "--label", "loadgen-ceiling", "--json",
+        *(["--workers", str(workers)] if workers > 1 else []),
     ]
-    doc = _servers.run_json_command(_servers.pinned(cmd, core), timeout_s=900, env=env)
+    run = pinned_to(cmd, cores) if cores is not None else _servers.pinned(cmd, core)
+    doc = _servers.run_json_command(run, timeout_s=900, env=env)
     summary = doc["summary"]
     return Measurement(
         client="gpuledger",
@@ -94,6 +104,57 @@ def run_gpuledger(url: str, args: argparse.Namespace, core: int | None, workdir:
             "client": doc.get("client"),
         },
     )
+
+
+def pinned_to(cmd: list[str], cores: str) -> list[str]:
+    """``cmd`` on the CPUs ``cores`` (a taskset list such as ``1-3``)."""
+    taskset = shutil.which("taskset")
+    if taskset is None:
+        raise SystemExit("taskset not found (util-linux); --no-pin runs without it")
+    return [taskset, "-c", cores, *cmd]
+
+
+def workers_mode(args: argparse.Namespace, counts: list[int]) -> int:
+    """The ceiling with each number of load workers, and the scaling ratio against one."""
+    cpus = (sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+            else list(range(os.cpu_count() or 1)))
+    server_core = None if args.no_pin else args.server_core
+    rest = [c for c in cpus if c != server_core]
+    cores = None if args.no_pin or not rest else ",".join(str(c) for c in rest)
+    expected = args.num_requests * args.output_len
+    results: dict[int, list[Measurement]] = {w: [] for w in counts}
+    with _servers.ServerProcess("preencoded", core=server_core) as server, \
+            tempfile.TemporaryDirectory(prefix="gpuledger-loadgen-") as tmp:
+        for rnd in range(args.rounds):
+            for w in counts:
+                m = run_gpuledger(server.base_url, args, None, Path(tmp), workers=w, cores=cores)
+                results[w].append(m)
+                print(f"round {rnd + 1}/{args.rounds} --workers {w:<3d} {m.tokens_per_s:>10,.0f} tok/s  "
+                      f"{m.output_tokens} tokens in {m.window_s:.2f} s", file=sys.stderr)
+    medians = {w: statistics.median(m.tokens_per_s for m in ms) for w, ms in results.items()}
+    base = medians[counts[0]]
+    print(f"\nload generator ceiling with N load workers: {args.num_requests} requests x {args.output_len} "
+          f"output tokens, concurrency {args.concurrency}; "
+          + (f"server on core {server_core}, workers on CPUs {cores}" if cores is not None
+             else "server and workers unpinned")
+          + f" ({len(cpus)} CPUs); {args.rounds} round(s), median")
+    print(f"{'workers':>8s} {'output tok/s':>14s} {'min':>10s} {'max':>10s} {'scaling':>8s}  tokens counted")
+    exact = True
+    for w, ms in results.items():
+        rates = [m.tokens_per_s for m in ms]
+        counted = sorted({m.output_tokens for m in ms})
+        exact &= counted == [expected]
+        print(f"{w:>8d} {medians[w]:>14,.0f} {min(rates):>10,.0f} {max(rates):>10,.0f} "
+              f"{medians[w] / base:>7.2f}x  {', '.join(map(str, counted))} (expected {expected})")
+    print(f"every round counted exactly {expected} tokens: {'yes' if exact else 'NO'}")
+    if args.json_out:
+        args.json_out.write_bytes(orjson.dumps({
+            "mode": "workers", "cpus": len(cpus), "server_core": server_core, "worker_cpus": cores,
+            "median_output_tokens_per_s": {str(w): v for w, v in medians.items()},
+            "scaling": {str(w): v / base for w, v in medians.items()},
+            "rounds": {str(w): [m.__dict__ for m in ms] for w, ms in results.items()},
+        }, option=orjson.OPT_INDENT_2))
+    return 0 if exact else 1
 
 
 def run_vllm(url: str, args: argparse.Namespace, core: int | None, workdir: Path, tokenizer: Path,
@@ -152,7 +213,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--client-core", type=int, default=1)
     parser.add_argument("--no-pin", action="store_true", help="do not pin (machines without taskset)")
     parser.add_argument("--json-out", type=Path, help="also write every measurement here")
+    parser.add_argument("--workers", help="workers mode: gpuledger bench --workers W for each W of this "
+                        "comma-separated list (e.g. 1,2,4), with the scaling ratio against the first")
     args = parser.parse_args(argv)
+    if args.workers:
+        counts = [int(w) for w in args.workers.split(",") if w.strip()]
+        if not counts or min(counts) < 1 or max(counts) > args.concurrency:
+            raise SystemExit(f"--workers takes counts from 1 to --concurrency ({args.concurrency})")
+        return workers_mode(args, counts)
 
     clients = [c.strip() for c in args.clients.split(",") if c.strip()]
     server_core = None if args.no_pin else args.server_core
