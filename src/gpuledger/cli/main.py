@@ -142,7 +142,6 @@ def _run(argv: list[str] | None) -> int:
         from typer.main import get_command
 
         from gpuledger.cli.app import app
-
         from gpuledger.cli.numeric import bound_numbers
 
         usage_error, click_error = _click_class("UsageError"), _click_class("ClickException")

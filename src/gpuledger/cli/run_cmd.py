@@ -52,7 +52,8 @@ if TYPE_CHECKING:
     from gpuledger.store import Store
 
 NA = "n/a"
-MAX_MEMORY_BUDGET_GIB = 2**20  # 1 PiB: more than any device has (docs/contracts.md, "Which inputs are bounded")
+# --memory-budget: at most 1 PiB, more than any device has (docs/contracts.md, "Which inputs are bounded").
+MAX_MEMORY_BUDGET_GIB = 2**20
 
 
 class _Steps:
