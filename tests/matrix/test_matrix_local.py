@@ -212,3 +212,21 @@ def test_a_cluster_cannot_share_a_sqlite_file(tmp_path: Path, capsys: pytest.Cap
     plan = plan_file(tmp_path, {"a": "http://127.0.0.1:9"}, repeat=1)
     assert main(["matrix", str(plan), "--ray", "10.0.0.1:6379"]) == 2
     assert "a SQLite file cannot be shared" in capsys.readouterr().err
+
+
+def test_a_cell_can_send_its_load_from_several_processes(
+        serve: Serve, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    srv = serve(Scenario())
+    plan = plan_file(tmp_path, {"a": srv.url}, repeat=1)
+    doc = yaml.safe_load(plan.read_text())
+    doc["matrix"]["concurrency"] = [4]
+    doc["matrix"]["workers"] = [1, 2]
+    plan.write_text(yaml.safe_dump(doc))
+    done = run(capsys, "matrix", str(plan), "--ray", "none")
+    assert done["counts"]["complete"] == 2
+    with open_store(None) as store:
+        runs = {r.workload["matrix"]["cell"]: r for r in store.list_runs()}
+    two = runs["target=a,concurrency=4,workers=2"]
+    assert two.client["load_workers"]["count"] == 2 and "load_workers" not in runs[
+        "target=a,concurrency=4,workers=1"].client
+    assert {r.summary.output_tokens_total for r in runs.values() if r.summary is not None} == {12 * 16}
