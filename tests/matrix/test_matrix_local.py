@@ -168,6 +168,11 @@ def test_ctrl_c_ends_the_running_cell_incomplete_schedules_no_more_and_resume_fi
     ({"bench": {"concurrency": 4}}, "concurrency is both a bench setting and an axis of the matrix"),
     ({"bench": {"num_requests": 0}}, "cell target=a,concurrency=1: --num-requests must be at least 1, got 0"),
     ({"repeat": 0}, "repeat: Input should be greater than or equal to 1"),
+    ({"matrix": {"target": [{"name": "a", "base_url": "http://127.0.0.1:9", "model": "m", "engine": "vllm"}],
+                 "concurrency": [1]}}, "target a: --engine must be openai, ollama"),
+    ({"matrix": {"target": [{"name": "a", "base_url": "http://127.0.0.1:9", "model": "m",
+                             "telemetry_from": ["ftp://node/metrics"]}], "concurrency": [1]}},
+     "target a: --telemetry-from"),
 ])
 def test_a_plan_is_refused_whole_with_one_line_naming_the_key(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], change: dict[str, Any], message: str) -> None:
@@ -230,3 +235,12 @@ def test_a_cell_can_send_its_load_from_several_processes(
     assert two.client["load_workers"]["count"] == 2 and "load_workers" not in runs[
         "target=a,concurrency=4,workers=1"].client
     assert {r.summary.output_tokens_total for r in runs.values() if r.summary is not None} == {12 * 16}
+
+
+def test_show_of_a_matrix_that_is_not_there_and_show_without_an_id(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["matrix", "show", "m-nothere"]) == 3
+    assert "no matrix 'm-nothere'" in capsys.readouterr().err
+    assert main(["matrix", "show"]) == 2
+    assert main(["report", "--matrix", "m-nothere", "r1"]) == 2
+    assert "give no run ids" in capsys.readouterr().err

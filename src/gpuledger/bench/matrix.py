@@ -47,6 +47,7 @@ from gpuledger.engines import engine_kind
 from gpuledger.errors import GpuledgerError, InvalidInputError, NotFoundError
 from gpuledger.records import ServerSpec
 from gpuledger.store.matrix import MAX_KEY_CHARS
+from gpuledger.telemetry.remote import check_remote_urls
 from gpuledger.urls import redact_url
 
 MAX_REPEAT = 1000
@@ -324,7 +325,12 @@ def parse_plan(doc: Mapping[str, Any], where: str, base_dir: Path) -> LoadedPlan
     rules = _excluded(plan.exclude, axes, where)
     targets = {t.key_name: t for t in plan.targets}
     for t in plan.targets:
-        if engine_kind(t.engine).spec is not ServerSpec:
+        try:
+            kind = engine_kind(t.engine)
+            check_remote_urls(t.telemetry_from)  # parsed and checked, no request made
+        except GpuledgerError as exc:
+            raise InvalidInputError(f"{where}: target {t.key_name}: {exc.message}") from exc
+        if kind.spec is not ServerSpec:
             raise InvalidInputError(f"{where}: target {t.key_name}: --engine {t.engine} is not a server "
                                     "engine (a matrix benchmarks servers: openai, ollama)")
     names = list(axes)
