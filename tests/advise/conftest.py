@@ -1,5 +1,6 @@
 """Fixtures of the advisor and efficiency tests: the cost tests' runs (``tests/cost/cost_runs.py``: summaries
-that ``bench.metrics.summarize`` makes of generated requests) and the real catalog."""
+that ``bench.metrics.summarize`` makes of generated requests), the loopback test server
+(``tests/bench/stream_server.py``) and the real catalog."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cost"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 from cost_runs import MakeRun, build_run
 

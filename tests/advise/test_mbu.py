@@ -6,10 +6,15 @@ numbers, not with gpuledger's arithmetic."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from cost_runs import MakeRun
+from stream_server import Scenario, StreamServer
 
 from gpuledger.catalog import Catalog
+from gpuledger.cli.main import main
 from gpuledger.cost.efficiency import run_efficiency
 from gpuledger.cost.modelarch import find_known
 
@@ -122,3 +127,68 @@ def test_an_mbu_over_100_percent_is_called_out(make_run: MakeRun, catalog: Catal
     eff = run_efficiency(make_run(model="qwen2.5-7b"), catalog=catalog)
     assert eff.mbu is not None and eff.mbu > 1
     assert any("over 100 %" in a for a in eff.assumptions)
+
+
+LLAMA_8B_CONFIG = {  # meta-llama/Llama-3.1-8B config.json (its architecture fields)
+    "model_type": "llama", "num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 14336, "vocab_size": 128256,
+    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "max_position_embeddings": 131072,
+}
+
+
+def test_a_server_run_of_an_unknown_name_gets_its_mbu_from_bench_model_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "llama" / "config.json"
+    config.parent.mkdir()
+    config.write_text(json.dumps(LLAMA_8B_CONFIG))
+    with StreamServer(Scenario(ttft_s=0.01, itl_s=0.002)) as srv:
+        # a server measured from another machine: no telemetry of the GPUs that served it
+        args = ["bench", "--base-url", srv.url, "--input-len", "16", "--output-len", "8",
+                "--concurrency", "2", "--num-requests", "6", "--no-telemetry", "--json"]
+        assert main([*args, "--model-config", str(config.parent)]) == 0
+        run_id = json.loads(capsys.readouterr().out)["id"]
+        assert main(args) == 0
+        plain = json.loads(capsys.readouterr().out)["id"]
+    assert main(["show", run_id, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["config"]["model_architecture"]["path"] == str(config.resolve())
+    assert "records no GPU" in shown["efficiency"]["reasons"]["mbu"]
+    # priced as served by an H200 (cost --gpu): the MBU of test-model with the config's architecture
+    on_h200 = ["--gpu", "h200", "--gpus", "1", "--profile", "h200-rent", "--no-save", "--json"]
+    assert main(["cost", run_id, *on_h200]) == 0
+    eff = json.loads(capsys.readouterr().out)["efficiency"]
+    assert eff["origin"] == "measured" and eff["mbu"] is not None and eff["model"] == "test-model"
+    assert eff["dtype"] == "bf16" and "bench --model-config" in eff["basis"]["model"]
+    llama = find_known("dummy:llama-3.1-8b")
+    assert llama is not None
+    assert eff["basis"]["weight_bytes_per_step"] == (llama.params - 128256 * 4096) * 2
+    assert main(["cost", plain, *on_h200]) == 0
+    assert "no known config" in json.loads(capsys.readouterr().out)["efficiency"]["reasons"]["mbu"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--engine", "torch", "--model", "dummy:smollm2-135m"], "--engine torch records the model"),
+        (["--task", "image"], "--model-config: for --task text"),
+    ],
+)
+def test_model_config_is_for_server_runs(
+    tmp_path: Path, extra: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(LLAMA_8B_CONFIG))
+    assert main(["bench", *extra, "--model-config", str(config)]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_model_config_that_is_not_one_is_refused_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "config.json"
+    bad.write_text("[1, 2]")
+    assert main(["bench", "--base-url", "http://127.0.0.1:9", "--model-config", str(bad)]) == 2
+    assert "not a JSON object" in capsys.readouterr().err
+    assert main(["bench", "--base-url", "http://127.0.0.1:9", "--model-config", str(tmp_path / "no")]) == 2
+    assert "no such file" in capsys.readouterr().err

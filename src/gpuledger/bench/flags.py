@@ -12,6 +12,7 @@ specs for library callers (tests, ``gpuledger run``, the benchmarks).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,7 @@ FLAG_FIELDS: dict[type[BenchSpec], dict[str, tuple[str, ...]]] = {
         "slo": ("slo",),
         "request_timeout": ("request_timeout_s",),
         "telemetry_interval": ("telemetry_interval_s", "telemetry.interval_s"),
+        "model_config": ("model_architecture",),
     },
     TorchSpec: {
         "model": ("model.spec",),
@@ -117,11 +119,14 @@ def server_document(
     server_metrics_interval_s: float | None = None,
     request_timeout_s: float = 300.0,
     api_key_env: str = "OPENAI_API_KEY",
+    model_config: Path | None = None,
 ) -> dict[str, Any]:
     """The document of a run against a server (the same defaults as ``gpuledger bench``, but no warm-up);
     ``UsageError`` with the flag's one line for a bad load."""
     kind = engine_kind(engine)
+    extra = {"model_architecture": model_architecture(model_config)} if model_config is not None else {}
     return {
+        **extra,
         "engine": kind.name,
         "base_url": base_url or kind.default_base_url,
         "model": model,
@@ -150,6 +155,27 @@ def server_document(
         "seed": seed,
         "sampling": SAMPLING,
     }
+
+
+MAX_MODEL_CONFIG_BYTES = 2_000_000
+
+
+def model_architecture(path: Path) -> dict[str, Any]:
+    """``--model-config PATH``: the config.json (of a folder, or the file) as a mapping to store with the run;
+    one line for a file that is missing, too large or not a JSON object (its numbers are checked when
+    ``cost`` computes the MBU: cost/modelarch.py)."""
+    file = path / "config.json" if path.is_dir() else path
+    if not file.is_file():
+        raise UsageError(f"--model-config {path}: no such file (a model folder with config.json, or it)")
+    try:
+        if file.stat().st_size > MAX_MODEL_CONFIG_BYTES:
+            raise UsageError(f"--model-config {file}: over {MAX_MODEL_CONFIG_BYTES:,} bytes: not a config")
+        doc = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"--model-config {file}: not a readable JSON file ({type(exc).__name__})") from exc
+    if not isinstance(doc, dict):
+        raise UsageError(f"--model-config {file}: not a JSON object")
+    return {"path": str(file.resolve()), "config": doc}
 
 
 def server_spec(engine: str = "openai", **values: Any) -> ServerSpec:
@@ -224,6 +250,7 @@ def _server_from(kind: EngineKind, v: Mapping[str, Any]) -> dict[str, Any]:
         telemetry=v["telemetry"], telemetry_interval_s=v["telemetry_interval"],
         server_metrics=v["server_metrics"], server_metrics_interval_s=v["server_metrics_interval"],
         request_timeout_s=v["request_timeout"], api_key_env=v["api_key_env"],
+        model_config=v.get("model_config"),
     )
 
 
@@ -234,6 +261,8 @@ def _torch_from(kind: EngineKind, v: Mapping[str, Any]) -> dict[str, Any]:
         raise UsageError("--engine torch supports --concurrency (the batch size) and --num-requests only")
     if v["warmup"] < 0:
         raise UsageError(f"--warmup must be 0 or more, got {v['warmup']}")
+    if v.get("model_config") is not None:
+        raise UsageError("--model-config is for a server run; --engine torch records the model it builds")
     return torch_document(
         v["model"], device=v.get("device") or "auto", dtype=v.get("dtype") or "auto",
         batch_size=v["concurrency"] or 1, input_tokens=v["input_len"] or 128,

@@ -119,6 +119,7 @@ register_task(
         "LLM inference: a server (openai, ollama) or in-process PyTorch (torch)",
         (ServerSpec, TorchSpec),
         "openai",
+        flags=("model_config",),
     )
 )
 register_task(

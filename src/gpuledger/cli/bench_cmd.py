@@ -295,6 +295,11 @@ def bench(
     model: Annotated[
         str | None, typer.Option("--model", help="Model name (default: the server's first).")
     ] = None,
+    model_config: Annotated[
+        Path | None,
+        typer.Option("--model-config", help="A server run: the served model's config.json (or its folder), "
+                     "kept with the run for its MBU and MFU when the model name is not a known one."),
+    ] = None,
     endpoint: Annotated[
         str | None,
         typer.Option(
