@@ -192,3 +192,31 @@ def test_a_model_config_that_is_not_one_is_refused_before_the_run(
     assert "not a JSON object" in capsys.readouterr().err
     assert main(["bench", "--base-url", "http://127.0.0.1:9", "--model-config", str(tmp_path / "no")]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_cost_show_and_report_show_mbu_and_mfu_of_a_gpu_run(
+    make_run: MakeRun, catalog: Catalog, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dataclasses
+
+    from gpuledger.cost.efficiency import pct_text
+    from gpuledger.store import open_store
+
+    run = make_run(model="Qwen/Qwen2.5-7B-Instruct", e2e_ms=20180.0)
+    store = open_store(None)
+    try:
+        empty = dataclasses.replace(run, status="running", summary=None, telemetry_summary=[])
+        run_id = store.create_run(empty)
+        store.update_run(run_id, status="complete", summary=run.summary,
+                         telemetry_summary=run.telemetry_summary)
+    finally:
+        store.close()
+    eff = run_efficiency(run, catalog=catalog)
+    line = f"MBU / MFU: MBU {pct_text(eff.mbu)}, MFU {pct_text(eff.mfu)} (measured)"
+    monkeypatch.setenv("COLUMNS", "120")
+    for args in (["show", run_id], ["cost", run_id, "--no-save"], ["report", run_id]):
+        assert main(args) == 0
+        assert line in capsys.readouterr().out, args
+    assert main(["report", run_id, "--json"]) == 0
+    numbers = json.loads(capsys.readouterr().out)["numbers"]
+    assert numbers["runs"][0]["cost"]["efficiency"]["mbu"] == pytest.approx(eff.mbu)

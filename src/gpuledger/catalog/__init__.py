@@ -9,10 +9,6 @@ from gpuledger.catalog.model import FIGURE_UNITS, Figure, GpuSpec, parse_hex_id
 from gpuledger.catalog.names import normalise_name
 from gpuledger.catalog.roofline import (
     RooflineScale,
-    decode_bytes_per_step,
-    forward_flops_per_token,
-    mbu,
-    mfu,
     normalise_dtype,
     peak_bandwidth,
     peak_compute,
@@ -25,11 +21,7 @@ __all__ = [
     "Figure",
     "GpuSpec",
     "RooflineScale",
-    "decode_bytes_per_step",
-    "forward_flops_per_token",
     "load_catalog",
-    "mbu",
-    "mfu",
     "normalise_dtype",
     "normalise_name",
     "parse_hex_id",

@@ -1,4 +1,5 @@
-"""Roofline helpers: peak figures per dtype, MBU/MFU, and scaling a measured run to another GPU.
+"""Roofline helpers: peak figures per dtype, bytes per weight and per KV element, and scaling a measured run
+to another GPU (MBU and MFU themselves: ``gpuledger.cost.efficiency``).
 
 The model (DESIGN.md, "Productive vs theoretical compute"):
 
@@ -85,18 +86,6 @@ def peak_compute(spec: GpuSpec, dtype: str | None) -> tuple[Figure, str]:
     return fig, f"FP16/BF16 dense TFLOPS as a proxy for {kind} (no {kind} figure in the catalog)"
 
 
-def mbu(bytes_per_s: float, spec: GpuSpec) -> float | None:
-    """Model bandwidth utilisation: bytes the decode reads per second / peak bandwidth (0..1)."""
-    bw = peak_bandwidth(spec)
-    return None if bw.value is None else bytes_per_s / (bw.value * TB)
-
-
-def mfu(flops_per_s: float, spec: GpuSpec, dtype: str | None) -> float | None:
-    """Model FLOP utilisation: achieved FLOP/s / peak dense FLOP/s at the run's dtype (0..1)."""
-    peak, _ = peak_compute(spec, dtype)
-    return None if peak.value is None else flops_per_s / (peak.value * TB)
-
-
 def weight_bytes(dtype: str | None) -> tuple[float, str]:
     """Bytes per weight at ``dtype``, and what that rests on (16-bit when the dtype is not known)."""
     kind = normalise_dtype(dtype)
@@ -120,17 +109,6 @@ def kv_cache_bytes(
     """KV cache of ``sequences`` sequences of ``context`` tokens: elements per token (2 x layers x KV heads
     x head dim, or an MLA latent) x bytes x context x sequences."""
     return elements_per_token * bytes_per_element * context * sequences
-
-
-def forward_flops_per_token(num_parameters: float) -> float:
-    """~2 FLOPs per parameter per token for a dense transformer forward pass (attention ignored)."""
-    return 2.0 * num_parameters
-
-
-def decode_bytes_per_step(num_parameters: float, dtype: str | None, kv_bytes_per_step: float = 0.0) -> float:
-    """Bytes one decode step must read: all weights once plus the KV cache of the batch."""
-    kind = normalise_dtype(dtype) or "fp16"
-    return num_parameters * DTYPE_BYTES[kind] + kv_bytes_per_step
 
 
 @dataclass(frozen=True, slots=True)
