@@ -68,10 +68,12 @@ class Efficiency:
     basis: dict[str, Any] = field(default_factory=dict)
     assumptions: list[str] = field(default_factory=list)
     prefill_mfu_lower_bound: bool = False  # from a TTFT that includes queueing (a server's)
+    applies: bool = True  # False: the run's work is not text generation (its own figures say more)
 
     @classmethod
-    def missing(cls, reason: str, label: str = "") -> Efficiency:
-        return cls(None, label, reasons={"mbu": reason, "mfu": reason, "prefill_mfu": reason})
+    def missing(cls, reason: str, label: str = "", applies: bool = True) -> Efficiency:
+        return cls(None, label, reasons={"mbu": reason, "mfu": reason, "prefill_mfu": reason},
+                   applies=applies)
 
     def as_estimate(self, how: str) -> Efficiency:
         """The same figures of a run scaled to another GPU (``estimate``): an estimate, said how."""
@@ -106,6 +108,7 @@ class Efficiency:
             "prefill_mfu": self.prefill_mfu,
             "prefill_mfu_lower_bound": self.prefill_mfu_lower_bound,
             "reasons": dict(self.reasons),
+            "applies": self.applies,
             "gpu": self.gpu,
             "devices": self.devices,
             "model": self.model,
@@ -277,7 +280,7 @@ def _efficiency(run: RunInfo, summary: RunSummary | None, catalog: Catalog | Non
     label = origin.label if origin is not None else f"measured by run {run.id}"
     load = _load_of(run, summary)
     if isinstance(load, str):
-        return Efficiency.missing(load, label)
+        return Efficiency.missing(load, label, applies=isinstance(summary, TextGenerationSummary))
     cat = catalog if catalog is not None else load_catalog()
     spec, n, why, fig_origin = _gpu_of(run, summary, cat, gpu, gpus)
     if spec is None:

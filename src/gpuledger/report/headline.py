@@ -149,7 +149,7 @@ def cost_answer(
     facts = [verdict_fact(verdict), *_facts(cost.summary, estimate=cost.rate_source.startswith("estimate"))]
     facts.append(("power", power_fact(cost)))
     facts.append((f"energy per {cost.inputs.unit(cost.headline).singular}", energy_fact(cost)))
-    if cost.efficiency is not None:
+    if cost.efficiency is not None and cost.efficiency.applies:
         facts.append(("MBU / MFU", cost.efficiency.text()))
     facts.append(("profile", f"{cost.profile.name or '(unnamed)'} ({cost.profile.mode}, {cost.currency})"))
     why = [*verdict_why(verdict), _largest_component(cost)]
@@ -226,7 +226,9 @@ def measured_answer(
     ok, failed = getattr(priced, "num_ok", None), getattr(priced, "num_failed", None)
     if isinstance(ok, int) and isinstance(failed, int):
         facts.append(("requests ok / failed", f"{ok:,} / {failed:,}"))
-    facts.append(("MBU / MFU", run_efficiency(info, priced).text()))
+    efficiency = run_efficiency(info, priced)
+    if efficiency.applies:
+        facts.append(("MBU / MFU", efficiency.text()))
     facts.append(("price", f"not priced here — gpuledger cost {info.id} [--profile NAME]"))
     why.extend(summary.fidelity_notes())
     why.extend(_noise(info))
