@@ -148,23 +148,27 @@ def train_from(kind: EngineKind, v: Mapping[str, Any]) -> dict[str, Any]:
         raise UsageError("--server-metrics is for text generation servers, not --task train")
     if v.get("device") not in (None, "auto", "cpu", "cuda"):
         raise UsageError(f"--device must be one of auto, cpu, cuda (got {v.get('device')!r})")
-    data = v.get("data")
+
+    def given_or(key: str, default: Any) -> Any:
+        value = v.get(key)
+        return default if value is None else value
+
     return train_document(
         v.get("model"),
         device=v.get("device") or "auto",
         dtype=v.get("dtype") or "auto",
-        batch_size=v.get("batch_size") or 1,
-        seq_len=v.get("seq_len") or DEFAULT_SEQ_LEN,
-        grad_accum=v.get("grad_accum") or 1,
-        steps=v.get("steps") or DEFAULT_STEPS,
-        warmup_steps=DEFAULT_WARMUP_STEPS if v.get("warmup_steps") is None else v["warmup_steps"],
+        batch_size=given_or("batch_size", 1),
+        seq_len=given_or("seq_len", DEFAULT_SEQ_LEN),
+        grad_accum=given_or("grad_accum", 1),
+        steps=given_or("steps", DEFAULT_STEPS),
+        warmup_steps=given_or("warmup_steps", DEFAULT_WARMUP_STEPS),
         optimizer=v.get("optimizer") or "adamw",
-        learning_rate=v.get("learning_rate") or DEFAULT_LEARNING_RATE,
+        learning_rate=given_or("learning_rate", DEFAULT_LEARNING_RATE),
         activation_checkpointing=bool(v.get("activation_checkpointing")),
         compile_model=bool(v.get("compile")),
-        data=data,
-        seed=v.get("seed") or 0,
+        data=v.get("data"),
+        seed=given_or("seed", 0),
         label=v.get("label") or "",
         telemetry=v.get("telemetry", True),
-        telemetry_interval_s=v.get("telemetry_interval") or 0.1,
+        telemetry_interval_s=given_or("telemetry_interval", 0.1),
     )

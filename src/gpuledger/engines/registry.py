@@ -197,5 +197,5 @@ def _train() -> Factory:
     return make
 
 
-register_engine(EngineKind("torch-train", "in-process PyTorch training (--task train --engine torch)", TrainSpec,
-                           _train))
+register_engine(EngineKind("torch-train", "in-process PyTorch training (--task train --engine torch)",
+                           TrainSpec, _train))
