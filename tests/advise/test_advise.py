@@ -5,6 +5,7 @@ seed essay's criteria, each with how it moved the ranking — every figure with 
 from __future__ import annotations
 
 import json
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -206,17 +207,21 @@ ARGS = ["advise", "--model", "dummy:qwen2.5-7b", "--input-len", "1024", "--outpu
         "--interactivity", "30", "--gpus", "b200,mi300x,h100-sxm"]
 
 
-def test_advise_prints_the_answer_a_table_and_a_why_per_row(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("COLUMNS", "100")
+def test_advise_prints_the_answer_a_table_and_a_why_per_row(capsys: pytest.CaptureFixture[str]) -> None:
+    from typer.testing import CliRunner
+
+    from gpuledger.cli.main import app
+
     assert main([*ARGS, "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     first = doc["ranking"][0]
-    assert main(ARGS) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("Advice: dummy:qwen2.5-7b, 1024 in / 256 out tokens")
+    result = CliRunner().invoke(app, ARGS, env={"COLUMNS": "100"})
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == "Advice: dummy:qwen2.5-7b"
     assert lines[1].startswith(f"{first['best']['devices']} x {first['name']}: ")
+    workload = "  workload: 1024 in / 256 out tokens, ≥ 30 tok/s per user"
+    assert any(line.startswith(workload) for line in lines[:4])
     for row in doc["ranking"]:
         assert any(line.startswith(f"#{row['rank']} {row['gpu']}: ") for line in lines), row["gpu"]
     assert any(line.startswith("unanswered: Which serving stack must it run?") for line in lines)
@@ -266,3 +271,29 @@ def test_an_answers_file_with_an_unknown_question_names_it(
 def test_advise_needs_an_interactivity_or_a_concurrency(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(ARGS[:7]) == 2
     assert "--interactivity" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ARGS + ["--framework", "tensorrt-llm"],
+        ["estimate", "--model", "dummy:qwen2.5-7b", "--gpu", "MI300X", "--input-len", "1024", "--output-len",
+         "256", "--concurrency", "16"],
+    ],
+)
+def test_advise_and_the_no_run_estimate_fit_80_columns_without_cutting_a_number(args: list[str]) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))
+    from termcheck import cut_numbers, split_in_cells, too_wide
+    from typer.testing import CliRunner
+
+    from gpuledger.cli.main import app
+
+    def text(width: int) -> str:
+        result = CliRunner().invoke(app, args, env={"COLUMNS": str(width)})
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    wide, narrow = text(1000), text(80)
+    assert not too_wide(narrow, 80), too_wide(narrow, 80)
+    assert not cut_numbers(narrow, wide), cut_numbers(narrow, wide)
+    assert not split_in_cells(narrow), split_in_cells(narrow)

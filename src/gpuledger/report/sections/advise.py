@@ -23,8 +23,8 @@ def workload_text(advice: Advice) -> str:
         want.append(f"TTFT ≤ {fmt.num(rq.ttft_ms)} ms")
     if rq.concurrency is not None:
         want.append(f"{rq.concurrency} in flight")
-    return (f"{rq.arch.name}, {rq.input_len} in / {rq.output_len} out tokens, {', '.join(want)}, "
-            f"{rq.kind}, profile tier {rq.tier}")
+    return (f"{rq.input_len} in / {rq.output_len} out tokens, {', '.join(want)}, {rq.kind}, "
+            f"profile tier {rq.tier}")
 
 
 def _origin(row: Row) -> str:
@@ -34,11 +34,12 @@ def _origin(row: Row) -> str:
 
 def advice_answer(advice: Advice) -> Answer:
     """The best-ranked GPU first, with what its price rests on."""
-    title = f"Advice: {workload_text(advice)}"
+    title = f"Advice: {advice.request.arch.name}"
     ranked = advice.ranked
     cur = advice.currency
     if not ranked or ranked[0].best is None:
         return Answer(title=title, headline="no catalog GPU serves this workload — see why below",
+                      facts=(("workload", workload_text(advice)),),
                       why=tuple(r.status for r in advice.rows[:5]))
     top = ranked[0]
     best = top.best
@@ -52,6 +53,7 @@ def advice_answer(advice: Advice) -> Answer:
         sub = (f"next: {nxt.option.devices} x {ranked[1].spec.name} at {fmt.num(nxt.per_1m)} {cur} "
                f"({fmt.num(nxt.per_1m / best.per_1m)}x)")
     facts = [
+        ("workload", workload_text(advice)),
         ("throughput", f"{fmt.num(o.output_tokens_per_s)} output tok/s on {o.devices} GPU(s), "
                        f"{fmt.num(o.tokens_per_s_per_user)} tok/s per user ({o.origin}) — {o.how}"),
         ("setup labour", f"{fmt.num(best.setup.hours)} h ({best.setup.origin}) — {best.setup.source}"),
@@ -161,7 +163,7 @@ def advice_section(advice: Advice) -> Section:
     return Section(
         key="advice",
         title="Advisor: which GPU for this workload",
-        intro=workload_text(advice),
+        intro=f"{advice.request.arch.name}: {workload_text(advice)}",
         tables=tuple(tables),
         figures=(figure,) if ranked else (),
         not_measured=tuple(not_ranked_lines(advice)),
