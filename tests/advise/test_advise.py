@@ -297,3 +297,18 @@ def test_advise_and_the_no_run_estimate_fit_80_columns_without_cutting_a_number(
     assert not too_wide(narrow, 80), too_wide(narrow, 80)
     assert not cut_numbers(narrow, wide), cut_numbers(narrow, wide)
     assert not split_in_cells(narrow), split_in_cells(narrow)
+
+
+def test_the_price_is_the_tiers_hourly_cost_with_the_setup_labour_over_the_tokens(
+    catalog: Catalog, published: list[RunInfo]
+) -> None:
+    advice = _advise(catalog, published, gpus=("b200",), tier="hyperscaler")
+    best = _row(advice, "b200").best
+    assert best is not None and best.cost is not None
+    assert best.cost.profile.name == "b200-inferencex-hyperscaler"
+    # 1.95 USD per GPU-hour (InferenceX's hyperscaler tier) + 4 h of setup at 69.50 USD/h over 48 x 730 h
+    hourly = 1.95 + 4 * 69.50 / (48 * 730)
+    tps = best.option.output_tokens_per_s
+    assert tps is not None and best.per_1m == pytest.approx(hourly / (tps * 3600) * 1e6)
+    rent = _advise(catalog, published, gpus=("b200",), tier="rent")
+    assert _row(rent, "b200").best.cost.profile.name == "b200-rent"  # type: ignore[union-attr]

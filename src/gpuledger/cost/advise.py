@@ -239,7 +239,8 @@ def profile_for(rq: Request, spec: GpuSpec, presets: Mapping[str, CostProfile]) 
             return gpu_default_profile(spec)
         except GpuledgerError as exc:
             return exc.message
-    name = f"{spec.key}-{rq.tier}" if rq.tier in ("own", "rent") else tier_name(spec.key, rq.tier)  # type: ignore[arg-type]
+    tier = next((t for t in TIERS if t == rq.tier), None)
+    name = tier_name(spec.key, tier) if tier is not None else f"{spec.key}-{rq.tier}"
     found = presets.get(name)
     return found if found is not None else f"no {name} preset (the catalog has no such price for {spec.name})"
 
