@@ -244,3 +244,18 @@ def test_show_of_a_matrix_that_is_not_there_and_show_without_an_id(
     assert main(["matrix", "show"]) == 2
     assert main(["report", "--matrix", "m-nothere", "r1"]) == 2
     assert "give no run ids" in capsys.readouterr().err
+
+
+def test_the_plan_in_the_docs_is_a_valid_plan() -> None:
+    """docs/matrix.md's plan, as a user copies it: 2 targets × 3 concurrencies × 2 datasets, 2 excluded."""
+    from gpuledger.bench.matrix import parse_plan
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "matrix.md").read_text()
+    loaded = parse_plan(yaml.safe_load(text.split("```yaml\n", 1)[1].split("```", 1)[0]), "docs", Path("/d"))
+    assert len(loaded.cells) == 10 and loaded.excluded == 2 and loaded.repeat == 3
+    assert loaded.cells[0].key == "target=h100,concurrency=1,dataset=random"
+    random, sharegpt = (next(c for c in loaded.cells if c.key == f"target=h100,concurrency=8,dataset={d}")
+                        for d in ("random", "sharegpt"))
+    assert random.spec("x").dataset.input_len == 512 and random.spec("x").dataset.path is None
+    assert sharegpt.spec("x").dataset.path == Path("/d/data/sharegpt.json")
+    assert sharegpt.spec("x").dataset.input_len is None

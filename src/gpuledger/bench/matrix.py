@@ -46,6 +46,7 @@ from gpuledger.catalog.catalog import read_yaml_mapping
 from gpuledger.engines import engine_kind
 from gpuledger.errors import GpuledgerError, InvalidInputError, NotFoundError
 from gpuledger.records import ServerSpec
+from gpuledger.records.spec import FILE_DATASETS
 from gpuledger.store.matrix import MAX_KEY_CHARS
 from gpuledger.telemetry.remote import check_remote_urls
 from gpuledger.urls import redact_url
@@ -175,12 +176,13 @@ class MatrixPlan(BaseModel):
     def targets(self) -> list[Target]:
         return list(self.matrix.target)
 
-    def axes(self) -> dict[str, list[Any]]:
-        """The axes in the plan's order, the targets by name."""
+    def axes(self, order: Sequence[str] = ()) -> dict[str, list[Any]]:
+        """The axes, the targets first (by name), then in ``order`` (the plan file's), then the rest."""
         out: dict[str, list[Any]] = {TARGET_AXIS: [t.key_name for t in self.targets]}
         given = self.matrix.model_fields_set
-        for name in type(self.matrix).model_fields:
-            values = getattr(self.matrix, name)
+        names = [*order, *type(self.matrix).model_fields]
+        for name in dict.fromkeys(names):
+            values = getattr(self.matrix, name, None)
             if name != TARGET_AXIS and name in given and values is not None:
                 out[name] = list(values)
         return out
@@ -214,6 +216,9 @@ class Cell:
     settings: dict[str, Any]
     workers: int = 1
     profile: str | None = None
+    # The plan's datasets are an axis: the settings of one kind of dataset (dataset_path for the files,
+    # input_len / range_ratio for random) apply to the cells of that kind only.
+    datasets_vary: bool = False
 
     @property
     def load_level(self) -> str:
@@ -234,6 +239,13 @@ class Cell:
         slo = s.get("slo")
         args["slo"] = parse_slo(slo) if isinstance(slo, str) else dict(slo or {})
         args.setdefault("warmup", 1)  # gpuledger bench's default
+        if self.datasets_vary:
+            dataset = s.get("dataset") or "builtin"
+            if dataset not in FILE_DATASETS:
+                args.pop("dataset_path", None)
+            if dataset != "random":
+                args.pop("input_len", None)
+                args.pop("range_ratio", None)
         args["label"] = s.get("label") or label
         if t.endpoint is not None:
             args["endpoint"] = t.endpoint
@@ -321,7 +333,8 @@ def parse_plan(doc: Mapping[str, Any], where: str, base_dir: Path) -> LoadedPlan
         plan = MatrixPlan.model_validate(dict(doc))
     except ValidationError as exc:
         raise _problem(exc, where) from exc
-    axes = plan.axes()
+    matrix_doc = doc.get("matrix")
+    axes = plan.axes([str(k) for k in matrix_doc] if isinstance(matrix_doc, dict) else [])
     rules = _excluded(plan.exclude, axes, where)
     targets = {t.key_name: t for t in plan.targets}
     for t in plan.targets:
@@ -356,7 +369,7 @@ def parse_plan(doc: Mapping[str, Any], where: str, base_dir: Path) -> LoadedPlan
         if settings.get("dataset_path") is not None:
             settings["dataset_path"] = str((base_dir / str(settings["dataset_path"])).resolve())
         cell = Cell(key, values, target, settings, int(settings.get("workers") or 1),
-                    target.profile or plan.profile)
+                    target.profile or plan.profile, datasets_vary=len(axes.get("dataset", [])) > 1)
         try:
             check_workers(cell.spec(label=key), cell.workers)
         except GpuledgerError as exc:
