@@ -290,3 +290,18 @@ def test_two_gloo_processes_train_data_parallel_and_rank_0_records_both(
     assert s["samples_per_step"] == 2 * single["samples_per_step"]
     code, out, _ = cli("runs", "--db", db, "--json")
     assert len(json.loads(out)) == 2  # rank 1 stored nothing
+
+
+@pytest.mark.slow
+def test_run_task_train_is_doctor_bench_cost_report(tmp_path: Path, cli: CLI) -> None:
+    html = tmp_path / "r.html"
+    code, out, err = cli(
+        "run", "--task", "train", "--quick", "--profile", "cpu-cloud", "--html", str(html), "--json"
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["task"] == "train" and doc["status"] == "complete" and doc["doctor"] is not None
+    assert doc["model"] == "dummy:smollm2-135m" and doc["metrics"]["steps"] == 3  # --quick on a CPU
+    assert doc["metrics"]["training_tokens_per_s"] > 0 and doc["metrics"]["mfu_reason"].startswith("no peak")
+    assert doc["cost"]["usd_per_1m_training_tokens"] > 0
+    assert html.is_file() and "Loss per step" in html.read_text()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -381,6 +381,20 @@ def _render(doc: dict[str, Any]) -> None:
     notes.print(console)
 
 
+def _task_run(task: str) -> Callable[..., None] | None:
+    """The whole evaluation of a task that has its own (its module: ``run_image``, ``run_train``), else None:
+    text generation is this module's."""
+    if task == "image":
+        from gpuledger.cli.run_image import run_image
+
+        return run_image
+    if task == "train":
+        from gpuledger.cli.run_train import run_train
+
+        return run_train
+    return None
+
+
 def run_cmd(
     device: Annotated[
         str, typer.Option("--device", help="auto (GPU if PyTorch can use one, else CPU), cpu or cuda "
@@ -419,26 +433,25 @@ def run_cmd(
                      "(g-…): the answer gives each figure's mean with its 95 % interval."),
     ] = 1,
     task: Annotated[
-        str, typer.Option("--task", help="text (an LLM, the default) or image (dummy:sdxl on a GPU with "
-                          "room, else dummy:tiny-sd; docs/image.md).")
+        str, typer.Option("--task", help="text (an LLM, the default), image (dummy:sdxl on a GPU with "
+                          "room, else dummy:tiny-sd; docs/image.md) or train (dummy:qwen2.5-0.5b on a GPU "
+                          "with room, else dummy:smollm2-135m; docs/train.md).")
     ] = "text",
     db: DbOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """The whole evaluation in one command: doctor → bench (in-process PyTorch) → cost → HTML report."""
+    from gpuledger.bench.tasks import task_named
     from gpuledger.telemetry.remote import check_remote_urls
 
-    if task not in ("text", "image"):
-        raise UsageError(f"--task must be text or image, got {task!r}")
-    if task == "image":
-        from gpuledger.cli.run_image import run_image
-
+    own = _task_run(task_named(task).name)  # a task with its own whole evaluation (image, train)
+    if own is not None:
         if memory_budget is not None or telemetry_from or repeats > 1:
             raise UsageError("--memory-budget, --telemetry-from and --repeat are for --task text")
         if html is not None:
             check_target(html)
-        run_image(device=device, model=model, dtype=dtype, profile=profile, html=html, label=label,
-                  quick=quick, db=db, json_out=json_out)
+        own(device=device, model=model, dtype=dtype, profile=profile, html=html, label=label,
+            quick=quick, db=db, json_out=json_out)
         return
 
     check_remote_urls(telemetry_from or ())
