@@ -151,8 +151,11 @@ def start_server(loopback: bool, delay_ms: float) -> tuple[str, str | None, str,
     print("starting the real vLLM (CPU, tiny Llama): about two minutes …", flush=True)
     model_dir = realservers.make_tiny_model(tmp / "model")
     server = realservers.start_vllm(model_dir, tmp / "vllm.log")
+    import json
+
     status, text = realservers.get_text(server.base_url + "/version")
-    return server.base_url, server.model, f"the real vLLM {text.strip()} (CPU, tiny Llama)", server.stop
+    version = json.loads(text).get("version", "?") if status == 200 else "?"
+    return server.base_url, server.model, f"the real vLLM {version} (CPU, tiny Llama)", server.stop
 
 
 def main(argv: list[str] | None = None) -> int:
