@@ -19,6 +19,7 @@ from gpuledger.doctor.image_stack import check_image_stack
 from gpuledger.doctor.knowledge import Layer, knowledge_base
 from gpuledger.doctor.management import check_management
 from gpuledger.doctor.runtime import check_runtime
+from gpuledger.doctor.train_probe import check_train_probe
 from gpuledger.facts.model import Facts
 
 LAYER_CHECKS: tuple[tuple[Layer, Callable[[Context], list[Finding]]], ...] = (
@@ -26,6 +27,7 @@ LAYER_CHECKS: tuple[tuple[Layer, Callable[[Context], list[Finding]]], ...] = (
     ("kernel", check_kernel),
     ("management", check_management),
     ("runtime", check_runtime),
+    ("runtime", check_train_probe),
     ("containers", check_containers),
     ("wsl", check_wsl),
     ("applications", check_applications),

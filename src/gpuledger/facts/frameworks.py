@@ -25,6 +25,7 @@ from gpuledger.facts.model import (
 )
 from gpuledger.facts.runner import CommandResult, Runner
 from gpuledger.facts.tool_output import ToolOutputError, load_json
+from gpuledger.facts.train_probe import TRAIN_PROBE_SCRIPT, parse_train
 
 PROBE_TIMEOUT_S = 60.0
 DEEP_TIMEOUT_S = 300.0
@@ -109,8 +110,8 @@ if "deep" in sys.argv[1:]:
             r["error"] = "%s: %s" % (type(exc).__name__, exc)
         results.append(r)
     out["deep"] = results
-emit()
 """
+PROBE_SCRIPT += TRAIN_PROBE_SCRIPT + "emit()\n"  # --deep: a few training steps on each device
 
 
 def _assigned_strings(source: str) -> dict[str, str | None]:
@@ -237,6 +238,7 @@ def parse_probe_output(result: CommandResult, python: str) -> TorchProbe:
     for item in data.get("deep") or []:
         if isinstance(item, dict):
             probe.deep.append(DeepResult.model_validate(item))
+    probe.train, probe.train_error = parse_train(data.get("train"))
     probe.ok = probe.error is None
     return probe
 

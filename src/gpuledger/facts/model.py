@@ -253,6 +253,22 @@ class DeepResult(_Model):
     error: str | None = None
 
 
+class TrainProbeResult(_Model):
+    """The ``--deep`` training probe on one device (``facts/train_probe.py``): a few steps of a small network,
+    the loss of each (None: not a finite number), the last gradient norm and how far the weights moved."""
+
+    device: str = Field(max_length=64)
+    device_name: str | None = Field(default=None, max_length=200)
+    dtype: str = Field(max_length=32)
+    steps: int = Field(ge=0, le=1000)
+    learning_rate: float | None = None
+    losses: list[float | None] = Field(default_factory=list, max_length=1000)
+    grad_norm: float | None = None
+    param_change: float | None = None
+    nonfinite: bool = False
+    error: str | None = Field(default=None, max_length=2000)
+
+
 class TorchProbe(_Model):
     ran: bool = False
     ok: bool = False
@@ -268,6 +284,8 @@ class TorchProbe(_Model):
     duration_s: float | None = None
     stderr: list[str] = Field(default_factory=list)
     deep: list[DeepResult] = Field(default_factory=list)
+    train: list[TrainProbeResult] = Field(default_factory=list)
+    train_error: str | None = None
 
 
 class TorchFacts(_Model):
