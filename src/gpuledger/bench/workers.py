@@ -69,6 +69,9 @@ def check_workers(spec: BenchSpec, workers: int) -> None:
         raise UsageError(
             f"--workers is for runs against a server: --engine {spec.engine} computes in this process"
         )
+    why = spec.single_process_reason()
+    if why is not None:
+        raise UsageError(f"--workers {workers} cannot share this load: {why}")
     for stage in spec.stages():
         cap = stage.in_flight()
         if cap is not None and cap < workers:

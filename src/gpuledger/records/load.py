@@ -3,8 +3,9 @@
 A stage says how its requests are released (``RELEASE``: the runner's driver for it, ``bench/drive.py``):
 ``ConcurrencyStage`` (C in flight), ``RateStage`` (Poisson arrivals, optional cap), ``BatchStage`` (whole
 batches generated together: the in-process engine; not stored, its spec says it). The stored patterns are
-``ConcurrencyLoad``, ``RateLoad`` and ``SweepLoad`` (``LoadSpec``: told apart by ``kind``); the command
-line's flags make them in ``workload/load.py``.
+``ConcurrencyLoad``, ``RateLoad``, ``SweepLoad`` and ``TraceLoad`` (a trace's own arrival times, replayed by
+``TraceStage``) (``LoadSpec``: told apart by ``kind``); the command line's flags make them in
+``workload/load.py``.
 """
 
 from __future__ import annotations
@@ -93,7 +94,34 @@ class BatchStage(_Stage):
         return BatchStage(stage="warmup", batch_size=self.batch_size)
 
 
-Stage = ConcurrencyStage | RateStage | BatchStage
+TRACE_SPEEDS = (1e-3, 1e6)  # --trace-speed: from 1000 times slower to a million times faster
+
+
+class TraceStage(_Stage):
+    """A trace's arrivals replayed at their recorded times (``bench --trace FILE``), ``speed`` times faster
+    (``--trace-speed``), at most ``max_concurrency`` in flight (None: uncapped)."""
+
+    RELEASE: ClassVar[str] = "trace"
+
+    speed: float = 1.0
+    max_concurrency: int | None = None
+
+    @model_validator(mode="after")
+    def _positive(self) -> Self:
+        if not finite_positive(self.speed) or not TRACE_SPEEDS[0] <= self.speed <= TRACE_SPEEDS[1]:
+            low, high = TRACE_SPEEDS
+            raise ValueError(
+                f"--trace-speed must be {low:g} to {high:g} (times the recorded pace), got {self.speed}"
+            )
+        if self.max_concurrency is not None and self.max_concurrency < 1:
+            raise ValueError(f"--concurrency must be at least 1, got {self.max_concurrency}")
+        return self
+
+    def in_flight(self) -> int | None:
+        return self.max_concurrency
+
+
+Stage = ConcurrencyStage | RateStage | BatchStage | TraceStage
 
 
 class _Load(SpecModel):
@@ -147,4 +175,12 @@ class SweepLoad(_Load):
         return self
 
 
-LoadSpec = Annotated[ConcurrencyLoad | RateLoad | SweepLoad, Field(discriminator="kind")]
+class TraceLoad(_Load):
+    kind: Literal["trace"] = "trace"
+    stages: list[TraceStage] = Field(min_length=1, max_length=1)
+
+    def run_stages(self) -> list[Stage]:
+        return list(self.stages)
+
+
+LoadSpec = Annotated[ConcurrencyLoad | RateLoad | SweepLoad | TraceLoad, Field(discriminator="kind")]

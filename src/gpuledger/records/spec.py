@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -46,8 +46,11 @@ from gpuledger.records.load import (
     RateStage,
     Stage,
     SweepLoad,
+    TraceLoad,
+    TraceStage,
 )
 from gpuledger.records.specbase import SpecError, SpecModel, finite_positive
+from gpuledger.records.workloads import workload_problem
 from gpuledger.urls import redact_url
 
 if TYPE_CHECKING:
@@ -58,8 +61,9 @@ SCHEMA_KEY = "$schema"
 SCHEMA_VERSION = 2
 KIND_KEY = "kind"
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
-DATASETS = ("builtin", "random", "jsonl", "sharegpt")
-FILE_DATASETS = ("jsonl", "sharegpt")
+DATASETS = ("builtin", "random", "jsonl", "sharegpt", "trace")
+FILE_DATASETS = ("jsonl", "sharegpt", "trace")
+DEFAULT_INPUT_LEN = 128  # the random dataset's --input-len when none is given
 DEFAULT_CONCURRENCY = 8
 DEFAULT_NUM_REQUESTS = 64
 
@@ -70,7 +74,8 @@ DEFAULT_NUM_REQUESTS = 64
 
 
 class DatasetSpec(SpecModel):
-    """Where a server run's prompts come from (``workload/datasets.py`` builds them)."""
+    """Where a server run's prompts come from (``workload/datasets.py`` builds them); sessions, shared
+    prefixes and traces: ``records/workloads.py``."""
 
     name: str = "builtin"
     path: Path | None = None
@@ -78,11 +83,18 @@ class DatasetSpec(SpecModel):
     output_len: int | None = None
     range_ratio: float = 0.0
     seed: int = 0
+    turns: int | Literal["all"] | None = None
+    think_time_s: float | None = None
+    prefix_len: int | None = None
+    prefix_groups: int | None = None
+    prefix_ratio: float | None = None
 
     @model_validator(mode="after")
     def _flags(self) -> Self:
         if self.name not in DATASETS:
             raise ValueError(f"--dataset must be one of {', '.join(DATASETS)}, got {self.name!r}")
+        if self.name == "trace" and self.path is None:
+            raise ValueError("--dataset trace replays a trace file: give --trace FILE")
         if self.name in FILE_DATASETS and self.path is None:
             raise ValueError(f"--dataset {self.name} needs --dataset-path FILE")
         if self.name not in FILE_DATASETS and self.path is not None:
@@ -96,6 +108,9 @@ class DatasetSpec(SpecModel):
                 raise ValueError(f"{flag} must be at least 1, got {v}")
         if not 0.0 <= self.range_ratio < 1.0:
             raise ValueError(f"--range-ratio must be in [0, 1), got {self.range_ratio}")
+        problem = workload_problem(self, DEFAULT_INPUT_LEN)
+        if problem:
+            raise ValueError(problem)
         return self
 
 
@@ -250,6 +265,10 @@ class BenchSpec(SpecModel):
         """Whether the run was asked to read the server's /metrics (None: it does not say)."""
         return None
 
+    def single_process_reason(self) -> str | None:
+        """Why the run's load cannot be split over ``bench --workers`` processes (None: it can)."""
+        return None
+
     def summarize(self, records: Sequence[RequestRecord]) -> RunSummary | None:
         """This kind of run's summary of its stored requests (image generation: ``records.image``); None:
         text generation's (``bench.metrics.summarize``)."""
@@ -340,6 +359,12 @@ class ServerSpec(BenchSpec):
         slo = slo_problem(self.slo)
         if slo:
             raise ValueError(slo)
+        traced = self.dataset is not None and self.dataset.name == "trace"
+        if traced != isinstance(self.load, TraceLoad) and (self.dataset is not None or self.load is not None):
+            raise ValueError(
+                "a trace replays its own arrivals: --trace FILE, with no --rate or --sweep"
+                if traced else "--trace-speed replays a trace: give --trace FILE"
+            )
         return self
 
     def dataset_spec(self) -> DatasetSpec | TokenIdDataset | None:
@@ -353,6 +378,8 @@ class ServerSpec(BenchSpec):
     def requests_per_stage(self) -> int | None:
         if self.duration_s is not None:
             return None
+        if self.num_requests_per_stage is None and isinstance(self.load, TraceLoad):
+            return None  # a trace without a count replays every arrival it has
         return self.num_requests_per_stage or DEFAULT_NUM_REQUESTS
 
     def stage_duration_s(self) -> float | None:
@@ -391,6 +418,13 @@ class ServerSpec(BenchSpec):
 
     def records_server_metrics(self) -> bool | None:
         return self.server_metrics
+
+    def single_process_reason(self) -> str | None:
+        if isinstance(self.load, TraceLoad):
+            return "a trace's schedule is replayed by one process (one clock for every arrival)"
+        if self.dataset is not None and self.dataset.turns is not None:
+            return "a session's turns follow each other's answers in one process"
+        return None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -519,6 +553,8 @@ __all__ = [
     "Stage",
     "SweepLoad",
     "TelemetryRecord",
+    "TraceLoad",
+    "TraceStage",
     "TelemetrySource",
     "TokenIdDataset",
     "checked",

@@ -12,6 +12,8 @@ prompt record. ``workload.prompts`` makes a run's prompts from them, one at a ti
   the first human turn is the prompt, the reply's length is the output length.
 - ``random-token-ids`` (the in-process engine's, ``records.spec.TokenIdDataset``): prompts of a fixed
   number of token ids and a forced output length; the engine draws the ids from its vocabulary.
+- multi-turn conversations (``--turns``: ``workload.conversations``) and traces (``--trace``:
+  ``workload.traces``) have their own readers; their prompts carry a ``Session`` or an arrival time.
 
 The dataset specs are typed in ``records.spec`` (what a run stores). A dataset file is read whole, so it
 is bounded: at most ``MAX_DATASET_BYTES``.
@@ -29,12 +31,22 @@ from typing import Any
 import orjson
 
 from gpuledger.errors import InvalidInputError, NotFoundError
-from gpuledger.records.spec import DATASETS, DatasetSpec, TokenIdDataset
+from gpuledger.records.spec import DATASETS, DEFAULT_INPUT_LEN, DatasetSpec, TokenIdDataset
 
-__all__ = ["DATASETS", "Dataset", "DatasetSpec", "Prompt", "TokenIdDataset", "file_sha256"]
+__all__ = [
+    "DATASETS",
+    "Dataset",
+    "DatasetSpec",
+    "Prompt",
+    "Session",
+    "TokenIdDataset",
+    "Turn",
+    "file_sha256",
+    "read_file",
+]
 
 DEFAULT_MAX_TOKENS = 256  # cap for natural-length outputs when no output length is asked
-DEFAULT_RANDOM_INPUT_LEN = 128
+DEFAULT_RANDOM_INPUT_LEN = DEFAULT_INPUT_LEN
 DEFAULT_RANDOM_OUTPUT_LEN = 128
 MAX_DATASET_BYTES = 2 * 1024**3  # a dataset file is read whole (ShareGPT's largest public file: ~0.7 GB)
 
@@ -51,6 +63,30 @@ class Prompt:
     output_len: int | None = None
     input_len: int | None = None
     target_len: int | None = None
+    # A conversation replayed as a session (``--turns``): ``text`` is its first turn's.
+    session: Session | None = None
+    # A trace's arrival: seconds after the trace's first (``--trace``).
+    arrival_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One turn of a session: what the user says, and the output tokens wanted (None: the model's own
+    length, capped at ``DEFAULT_MAX_TOKENS``)."""
+
+    text: str
+    output_len: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """A conversation replayed turn by turn (``workload.conversations``): every request carries ``system``
+    first, then the turns so far with the server's replies as returned, then the turn's own text.
+    ``conversation``: which of the dataset's conversations it is."""
+
+    turns: tuple[Turn, ...]
+    system: tuple[tuple[str, str], ...] = ()
+    conversation: int = 0
 
 
 @dataclass(slots=True)
@@ -100,7 +136,8 @@ def check_file(path: Path) -> None:
         )
 
 
-def _read_file(path: Path) -> bytes:
+def read_file(path: Path) -> bytes:
+    """A dataset file's bytes (``check_file`` first); the errors as ``check_file`` raises them."""
     check_file(path)
     try:
         return path.read_bytes()
@@ -110,7 +147,7 @@ def _read_file(path: Path) -> bytes:
         raise InvalidInputError(f"cannot read dataset file {path}: {exc.strerror or exc}") from exc
 
 
-def _messages(value: Any, where: str) -> list[dict[str, str]]:
+def messages_of(value: Any, where: str) -> list[dict[str, str]]:
     if not isinstance(value, list) or not value:
         raise InvalidInputError(f'{where}: "messages" must be a non-empty list')
     out = []
@@ -127,7 +164,7 @@ def _messages(value: Any, where: str) -> list[dict[str, str]]:
 
 def read_jsonl(path: Path) -> list[Prompt]:
     prompts: list[Prompt] = []
-    for lineno, raw in enumerate(_read_file(path).splitlines(), 1):
+    for lineno, raw in enumerate(read_file(path).splitlines(), 1):
         if not raw.strip():
             continue
         where = f"{path}:{lineno}"
@@ -143,7 +180,7 @@ def read_jsonl(path: Path) -> list[Prompt]:
         if out_len is not None and (not isinstance(out_len, int) or isinstance(out_len, bool) or out_len < 1):
             raise InvalidInputError(f'{where}: "output_len" must be a positive integer')
         if "messages" in obj:
-            msgs = _messages(obj["messages"], where)
+            msgs = messages_of(obj["messages"], where)
             prompts.append(
                 Prompt(text="\n".join(m["content"] for m in msgs), messages=msgs, output_len=out_len)
             )
@@ -159,7 +196,7 @@ def read_jsonl(path: Path) -> list[Prompt]:
 def read_sharegpt(path: Path) -> list[tuple[str, str]]:
     """(first human turn, first reply after it) pairs; conversations without a reply are skipped."""
     try:
-        doc = orjson.loads(_read_file(path))
+        doc = orjson.loads(read_file(path))
     except orjson.JSONDecodeError as exc:
         raise InvalidInputError(f"{path}: not valid JSON ({exc})") from exc
     if not isinstance(doc, list):

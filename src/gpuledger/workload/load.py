@@ -4,6 +4,8 @@
 - Poisson rate ``R`` req/s: sends at exponentially distributed gaps (mean ``1/R``, fixed seed), optionally
   capped at ``max_concurrency`` in flight (a send waits for a free slot).
 - sweep ``[c1, c2, …]``: one fixed-concurrency stage per value, one after the other.
+- trace (``--trace FILE``): the trace's own arrival times, ``--trace-speed X`` times faster, optionally capped
+  at ``--concurrency`` in flight (``workload/traces.py`` reads the file; ``bench/trace_drive.py`` sends).
 
 Every stage is bounded by a request count or a duration (no new send after it ends; requests in
 flight finish). The patterns are typed in ``records.spec`` (``ConcurrencyLoad``, ``RateLoad``,
@@ -26,10 +28,12 @@ from gpuledger.records.spec import (
     RateLoad,
     RateStage,
     SweepLoad,
+    TraceLoad,
+    TraceStage,
     checked,
 )
 
-Load = ConcurrencyLoad | RateLoad | SweepLoad
+Load = ConcurrencyLoad | RateLoad | SweepLoad | TraceLoad
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +43,8 @@ class Flags:
     concurrency: int | None = None
     rate: float | None = None
     sweep: tuple[int, ...] = ()
+    trace: bool = False
+    trace_speed: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +54,17 @@ class LoadKind:
     name: str
     asked: Callable[[Flags], bool]
     build: Callable[[Flags], Load]
+
+
+def _trace(f: Flags) -> Load:
+    if f.rate is not None or f.sweep:
+        raise UsageError(
+            "a trace replays its own arrival times: do not combine --trace with --rate or --sweep"
+        )
+    speed = f.trace_speed if f.trace_speed is not None else 1.0
+    stage = checked(TraceStage, {"stage": "trace" if speed == 1.0 else f"trace x{speed:g}", "speed": speed,
+                                 "max_concurrency": f.concurrency})
+    return TraceLoad(kind="trace", stages=[stage])
 
 
 def _sweep(f: Flags) -> Load:
@@ -80,15 +97,17 @@ def register_load(kind: LoadKind) -> None:
     LOAD_KINDS[kind.name] = kind
 
 
+register_load(LoadKind("trace", lambda f: f.trace or f.trace_speed is not None, _trace))
 register_load(LoadKind("sweep", lambda f: bool(f.sweep), _sweep))
 register_load(LoadKind("rate", lambda f: f.rate is not None, _rate))
 register_load(LoadKind("concurrency", lambda f: True, _concurrency))
 
 
 def load_from_flags(concurrency: int | None = None, rate: float | None = None,
-                    sweep: tuple[int, ...] = ()) -> Load:
+                    sweep: tuple[int, ...] = (), *, trace: bool = False,
+                    trace_speed: float | None = None) -> Load:
     """The load pattern the command line asks for; ``UsageError`` with the flag's one line otherwise."""
-    flags = Flags(concurrency, rate, tuple(sweep))
+    flags = Flags(concurrency, rate, tuple(sweep), trace, trace_speed)
     kind = next(k for k in LOAD_KINDS.values() if k.asked(flags))
     return kind.build(flags)
 
