@@ -7,10 +7,12 @@
 #                                         psutil, aiohttp, PyYAML, nvidia-ml-py ... but not pydantic,
 #                                         SQLAlchemy, alembic, orjson, plotly, platformdirs (KINDS.md).
 #   benchmarks/gpu_check.sh run           ON THE GPU MACHINE: writes ${OUT:-benchmarks/results}/<date>-<gpu>/
-#                                         (8 files: doctor-deep.json, run.json, image-sdxl.json, report.html,
-#                                         report.md, gpuledger.sqlite, nvidia-smi.txt, log.txt). Needs no
-#                                         network. image-sdxl.json: `bench --task image --model dummy:sdxl`
-#                                         at 1024×1024, 20 steps (issue 18).
+#                                         (9 files: doctor-deep.json, run.json, image-sdxl.json,
+#                                         train-qwen2.5-0.5b.json, report.html, report.md, gpuledger.sqlite,
+#                                         nvidia-smi.txt, log.txt). Needs no network. image-sdxl.json:
+#                                         `bench --task image --model dummy:sdxl` at 1024×1024, 20 steps
+#                                         (issue 18). train-qwen2.5-0.5b.json: `bench --task train --model
+#                                         dummy:qwen2.5-0.5b`, bf16, 4 × 1,024 tokens, 20 steps (issue 17).
 #   benchmarks/gpu_check.sh collect DIR   HERE: copy DIR/<date>-<gpu>/ (what came back from $OUT) into
 #                                         benchmarks/results/.
 #
@@ -117,6 +119,12 @@ PY
   step "$res/image-sdxl.json" bench --task image --engine diffusers --model dummy:sdxl --steps 20 \
     --height 1024 --width 1024 --num-images 4 --dtype bf16 --json --label "gpu_check $date image"
 
+  # Training (issue 17): Qwen2.5-0.5B's architecture with random weights, bf16 autocast, AdamW, 20 steps of
+  # 4 sequences of 1,024 tokens; MFU against the catalog's peak of the GPU.
+  step "$res/train-qwen2.5-0.5b.json" bench --task train --engine torch --model dummy:qwen2.5-0.5b \
+    --batch-size 4 --seq-len 1024 --steps 20 --warmup-steps 3 --dtype bf16 --json \
+    --label "gpu_check $date train"
+
   local run_id
   run_id="$(python3 - "$res/run.json" <<'PY'
 import json, sys
@@ -154,5 +162,5 @@ case "${1:-}" in
   prepare) prepare ;;
   run) run ;;
   collect) shift; collect "$@" ;;
-  *) sed -n '2,23p' "$0"; exit 2 ;;
+  *) sed -n '2,27p' "$0"; exit 2 ;;
 esac
