@@ -103,7 +103,11 @@ def test_a_bench_reads_its_window_from_prometheus(scraped: tuple[ReplayedDcgmExp
     for gpu in (0, 1):
         d = devices[f"nvidia:{gpu}@gpu-node-1"]
         hand = node.energy_between(gpu, w0, w0 + run.duration_s)
-        assert d["energy_j"] == pytest.approx(hand, rel=0.005) and d["valid"] is True
+        # Prometheus stamps a sample with its scrape's start, while the exporter computes the counter when it
+        # answers: on a loaded machine the two differ by the scrape's latency, at each edge of the window
+        # (0.13 s of 5 s was seen with a load average of 5). A direct exporter read is held to 0.5 %
+        # (test_telemetry_remote_bench.py); read through Prometheus, 5 %.
+        assert d["energy_j"] == pytest.approx(hand, rel=0.05) and d["valid"] is True
 
 
 def test_a_selector_that_matches_nothing_leaves_the_selected_gpus_missing(

@@ -62,10 +62,15 @@ def test_sample_table_names_units_sources_and_reasons(no_gpu_stack: None, tmp_pa
 
 
 @pytest.mark.parametrize("args", [["--duration", "0"], ["--duration", "-1"], ["--interval", "0"],
-                                  ["--duration", "nan"]])
+                                  ["--duration", "nan"], ["--duration", "1e300"],
+                                  ["--interval", "0.001"]])
 def test_bad_values_are_a_usage_error_with_one_line(args: list[str], no_gpu_stack: None,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(["sample", *args, "--json"])
     captured = capsys.readouterr()
     assert rc == 2 and captured.out == ""
-    assert "must be a positive number of seconds" in captured.err and "Traceback" not in captured.err
+    # nan is refused before the command runs, like every option's inf/nan (cli/numeric.py)
+    said = {"nan": "is not a finite number", "1e300": "must be at most 86400 s",
+            "0.001": "must be between 0.01 s"}.get(args[1], "must be a positive number of seconds")
+    assert said in captured.err and "Traceback" not in captured.err
+    assert captured.err.startswith("error: ") and captured.err.count("error:") == 1

@@ -65,6 +65,10 @@ def _render(summaries: list[WindowSummary], statuses: list[SourceStatus], durati
                   "'integrated' = trapezoid integral of sampled power.")
 
 
+MAX_SAMPLE_S = 86_400.0
+MIN_INTERVAL_S = 0.01
+
+
 def sample(
     duration: Annotated[float, typer.Option("--duration", help="Seconds to sample.")] = 5.0,
     interval: Annotated[float, typer.Option(
@@ -76,8 +80,18 @@ def sample(
     """Sample utilisation, memory, power and energy of every GPU and the CPU, then summarise."""
     if not (duration > 0 and math.isfinite(duration)):
         raise UsageError(f"--duration must be a positive number of seconds, got {duration!r}")
+    if duration > MAX_SAMPLE_S:
+        raise UsageError(
+            f"--duration must be at most {MAX_SAMPLE_S:g} s (one day; the samples are kept in memory), "
+            f"got {duration:g}", hint="for longer watching use `gpuledger monitor`"
+        )
     if not (interval > 0 and math.isfinite(interval)):
         raise UsageError(f"--interval must be a positive number of seconds, got {interval!r}")
+    if not MIN_INTERVAL_S <= interval <= duration:
+        raise UsageError(
+            f"--interval must be between {MIN_INTERVAL_S:g} s and --duration ({duration:g} s), "
+            f"got {interval:g}"
+        )
     sources = open_sources(root)
     try:
         sampler = BackgroundSampler(sources, interval_s=interval, t0=time.monotonic())
