@@ -71,6 +71,9 @@ class Reference:
     finish_reason: str | None = None
     fingerprint: str | None = None
     texts: list[str] = field(default_factory=list)
+    reasoning_texts: list[str] = field(default_factory=list)
+    # Each timed chunk's (came from a reasoning field, its text): what the reasoning rules read.
+    chunk_kinds: list[tuple[bool, Any]] = field(default_factory=list)
     timings: Any = None
     usage: Any = None
     usage_note: str | None = None
@@ -137,16 +140,34 @@ class Reference:
             self.fail(f"malformed stream event: {_clip(payload.strip())!r}")
             return None
 
-    def count_chunk(self, t: float, tokens: int | None) -> bool:
+    def count_chunk(self, t: float, tokens: int | None, thought: bool, text: Any) -> bool:
         """Record one content chunk; False (and the error) when it is one too many."""
         if len(self.chunk_times) >= self.most_chunks:
             bound = self.most_chunks
             self.fail(f"endless stream: over {bound} content chunks for max_tokens={self.max_tokens}")
             return False
         self.chunk_times.append(t)
+        self.chunk_kinds.append((thought, text))
         if tokens is not None:
             self.chunk_tokens.append(tokens)
         return True
+
+    def reasoning(self) -> tuple[int, int | None, int | None]:
+        """(reasoning tokens, first reasoning chunk, first answer chunk) by the documented rules, read off
+        the timed chunks at the end: reasoning-field chunks; the content up to and including the first
+        ``</think>``, or all of it when its first non-blank text opens ``<think>``; the rest is answer."""
+        content = [i for i, (thought, _) in enumerate(self.chunk_kinds) if not thought]
+        texts = [self.chunk_kinds[i][1] or "" for i in content]
+        close = next((j for j, t in enumerate(texts) if "</think>" in t), None)
+        if close is not None:
+            think = content[: close + 1]
+        else:
+            first = next((t for t in texts if t.strip()), "")
+            think = content if first.lstrip().startswith("<think>") else []
+        reasoning = sorted({i for i, (thought, _) in enumerate(self.chunk_kinds) if thought} | set(think))
+        answer = [i for i in content if i not in set(think)]
+        tokens = [self.chunk_tokens[i] if self.continuous else 1 for i in reasoning]
+        return sum(tokens), (reasoning[0] if reasoning else None), (answer[0] if answer else None)
 
     def fields(self, obj: dict[str, Any], t: float) -> int | None:
         choices = obj.get("choices")
@@ -166,13 +187,14 @@ class Reference:
         finish = choice.get("finish_reason")
         # The text of the chunk, by the documented rule.
         text: Any = None
-        role = False
+        role = thought = False
         if self.chat:
             delta = choice.get("delta")
             if delta:
                 text = delta.get("content")
                 if text is None:
                     text = delta.get("reasoning_content") or delta.get("reasoning")
+                    thought = text is not None
                 if text is None and delta.get("tool_calls"):
                     text = ""
                 role = "role" in delta
@@ -181,7 +203,7 @@ class Reference:
         if text is not None and type(text) is not str:
             raise TypeError("the chunk's text is not a string")
         if text:
-            self.texts.append(text)
+            (self.reasoning_texts if thought else self.texts).append(text)
         counted = 0
         by_usage = False
         cumulative = usage and (finish is None or self.continuous) and "completion_tokens" in usage
@@ -197,11 +219,11 @@ class Reference:
                 tokens = ct - self.last_ct
                 self.last_ct = ct
                 if tokens > 0:
-                    if not self.count_chunk(t, tokens):
+                    if not self.count_chunk(t, tokens, thought, text):
                         return None
                     counted = 1
         if not by_usage and text is not None and (text != "" or not role):
-            if not self.count_chunk(t, 1 if self.continuous else None):
+            if not self.count_chunk(t, 1 if self.continuous else None, thought, text):
                 return None
             counted = 1
             if text == "" and finish is not None:
@@ -253,6 +275,7 @@ class Reference:
             and len(self.chunk_times) > usage["completion_tokens"]
         ):
             self.chunk_times.pop()
+            self.chunk_kinds.pop()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -269,13 +292,22 @@ def outcome(parser: Any, reads: list[bytes], keep_feeding: bool) -> dict[str, An
         if parser.error is not None and not keep_feeding:
             break
     parser.finish()
+    if isinstance(parser, Reference):
+        reasoning, first_reasoning, first_answer = parser.reasoning()
+    else:
+        reasoning = parser.reasoning_counted
+        first_reasoning, first_answer = parser.first_reasoning_chunk, parser.first_answer_chunk
     return {
         "per_read": per_read,
         "chunk_times": parser.chunk_times,
         "chunk_tokens": parser.chunk_tokens,
         "continuous": parser.continuous,
         "texts": parser.texts,
-        "output_chars": sum(map(len, parser.texts)),
+        "reasoning_texts": parser.reasoning_texts,
+        "output_chars": sum(map(len, parser.texts)) + sum(map(len, parser.reasoning_texts)),
+        "reasoning_tokens": reasoning,
+        "first_reasoning_chunk": first_reasoning,
+        "first_answer_chunk": first_answer,
         "done": parser.done,
         "error": parser.error,
         "finish_reason": parser.finish_reason,
@@ -345,6 +377,9 @@ ODD_TEXTS = [
     "data: ",
     "gpuledger-probe",
     "gpuledger-probe-2",
+    "<think>",
+    "</think>",
+    " </think>\n\nSo",
     "null",
     " " * 40,
 ]
@@ -507,7 +542,22 @@ def streams(draw: st.DrawFn, max_tokens: int = 120) -> tuple[bytes, bool]:
                 usage=usage_now() if continuous else "absent",
             )
         )
-    for _ in range(draw(st.integers(0, max_tokens))):
+    # A reasoning model's stream: reasoning deltas first (vLLM, SGLang, DeepSeek), or a <think> block in the
+    # content that opens and closes, or only closes (the opening tag in the prompt, DeepSeek-R1's template).
+    reasoner = draw(st.sampled_from(["none", "none", "fields", "open", "close-only"]))
+    think_until = rng.randrange(0, max_tokens + 2)
+    for i in range(draw(st.integers(0, max_tokens))):
+        if reasoner == "fields" and chat and i < think_until:
+            produced += 1
+            emit(chunk(style, None, delta={rng.choice(["reasoning_content", "reasoning"]): text() or "r"},
+                       usage=usage_now() if continuous else "absent"))
+            continue
+        opening = reasoner == "open" and i == 0
+        if opening or reasoner in ("open", "close-only") and i == think_until > 0:
+            produced += 1
+            emit(chunk(style, "<think>\n" if opening else "</think>\n\n",
+                       usage=usage_now() if continuous else "absent"))
+            continue
         roll = rng.random() < variation and rng.randrange(5)
         if roll == 1 and chat:
             emit(chunk(style, None, delta={"reasoning_content": text()}))

@@ -7,7 +7,8 @@ raises and no run is created) → check the lengths against what the server said
 length) → open the prompt source and make the first prompts (``bench.prepare``: the server's tokenizer
 makes exact lengths when it has one; the in-process engine draws token ids; the rest are made as the run
 sends them) → warm-up (not recorded) → create the run and start the window → the stages (``bench.drive``:
-one driver per stage release) → server state → summary.
+one driver per stage release; sessions of multi-turn conversations and trace replay: ``bench.feeds``) →
+server state → summary.
 
 The signal handlers are installed first, before the engine is opened, and every step before the window runs
 as a task they cancel: SIGINT / SIGTERM before the window raise ``Interrupted`` (no run was created) at
@@ -40,7 +41,8 @@ from time import perf_counter
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from gpuledger.bench.bounds import ServerLimits, check_server_limits, check_spec, in_flight_budget
-from gpuledger.bench.drive import Drive, Feed, drive
+from gpuledger.bench.drive import Drive
+from gpuledger.bench.feeds import feed_for, send_stage
 from gpuledger.bench.prepare import PromptCheck, open_prompts
 from gpuledger.bench.progress import BenchProgress, PrepProgress
 from gpuledger.bench.server_state import ServerStateSampler, summarize_state
@@ -332,6 +334,12 @@ def _finished_workload(info: RunInfo, source: Prompts, check: PromptCheck) -> di
     return out
 
 
+def _think_time(spec: BenchSpec) -> float:
+    """The pause between a session's answer and its next turn (``--think-time``; 0 without sessions)."""
+    ds = spec.dataset if isinstance(spec, ServerSpec) else None
+    return (ds.think_time_s or 0.0) if ds is not None else 0.0
+
+
 def _max_in_flight(stages: list[Stage]) -> int | None:
     """The most requests ever in flight (None: unbounded, a rate without a cap)."""
     values = [s.in_flight() for s in stages]
@@ -351,10 +359,11 @@ async def _warmup(run: _Run, first: Stage, source: Prompts, count: int) -> dict[
     run.say("warm-up (not measured)")
     results: list[GenResult] = []
     stage = first.warmup(count)
-    feed = Feed(source, stage, count, None, run.stop, -count, run.spec.warmup_output_tokens())
+    feed = feed_for(source, stage, count, None, run.stop, -count, run.spec.warmup_output_tokens(),
+                    think_time_s=_think_time(run.spec))
     ctx = Drive(run.engine, results.append, run.spec.workload_seed(), run.tasks)
     try:
-        await drive(ctx, stage, feed)
+        await send_stage(ctx, stage, feed)
     except asyncio.CancelledError:
         if not run.interrupted:
             raise
@@ -480,9 +489,10 @@ async def _measure(
                                                          run.interrupted, next_index)
                     sent += n
                 else:
-                    feed = Feed(source, stage, per_stage, deadline, run.stop, next_index, targets=ctx.targets)
+                    feed = feed_for(source, stage, per_stage, deadline, run.stop, next_index,
+                                    targets=ctx.targets, think_time_s=_think_time(spec))
                     try:
-                        await drive(ctx, stage, feed)
+                        await send_stage(ctx, stage, feed)
                     except asyncio.CancelledError:
                         if not run.interrupted:
                             raise

@@ -165,6 +165,7 @@ class OllamaEngine(HttpEngine):
         st, res = await self.stream(
             req, self._body(req), lambda: OllamaStream(chat, num_predict), require_stream=False
         )
+        res.text = "".join(st.texts)  # the answer as a session's history keeps it
         final = st.final
         if final is not None:
             res.server_timings = ollama_timings(final)

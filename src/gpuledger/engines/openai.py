@@ -44,6 +44,8 @@ _MIN_TOKENS = {"vllm", "sglang"}
 _CONTINUOUS_USAGE = {"vllm", "sglang"}
 TOKENIZER_CONNECTIONS = 8
 MAX_CONTEXT = 2**31 - 1
+# A request's reasoning split: server_timings["reasoning"] (read by bench.workload_metrics).
+REASONING_KEY = "reasoning"
 
 
 class ServerTokenizer:
@@ -334,7 +336,7 @@ class OpenAIEngine(HttpEngine):
                 used = f"the client's count ({res.output_tokens}) was used"
                 self.note(req, res, "completion_tokens", f"the server's completion_tokens {why}: {used}")
         elif st.usage_note is None and res.error is None and self._tokenizer is not None:
-            text = "".join(st.texts)
+            text = "".join(st.reasoning_texts) + "".join(st.texts)
             try:
                 res.output_tokens = len(await self._tokenizer.tokenize(text, add_special=False))
                 if req.input_tokens_hint is not None:
@@ -348,6 +350,10 @@ class OpenAIEngine(HttpEngine):
         else:
             res.output_tokens = st.tokens_counted
             res.input_tokens = req.input_tokens_hint
+        res.text = answer_text(st.texts)
+        split = reasoning_split(st, usage, res.output_tokens)
+        if split is not None:
+            res.server_timings = {**(res.server_timings or {}), REASONING_KEY: split}
         return res
 
     def _input_count(self, req: GenRequest, res: GenResult, value: object) -> int | None:
@@ -371,6 +377,40 @@ class OpenAIEngine(HttpEngine):
         if notes:
             out["warnings"] = [*self._info.warnings, *notes]
         return out
+
+
+def answer_text(texts: list[str]) -> str:
+    """The answer as a conversation's history keeps it: the content less its reasoning (up to the first
+    ``</think>``, or all of it when it opens ``<think>`` and never closes; engines.sse's rule)."""
+    text = "".join(texts)
+    if "</think>" in text:
+        return text.split("</think>", 1)[1].lstrip()
+    return "" if text.lstrip().startswith("<think>") else text
+
+
+def reasoning_split(st: OpenAIStream, usage: dict[str, Any] | None,
+                    output: int | None) -> dict[str, Any] | None:
+    """The request's reasoning and answer tokens (``server_timings["reasoning"]``), None when it had no
+    reasoning: the server's ``usage.completion_tokens_details.reasoning_tokens`` when it reports more than 0
+    and no more than the output tokens, else the reasoning chunks the client counted (engines.sse); the
+    answer is the output less the reasoning. The first reasoning and answer chunks (indexes into the
+    request's chunk times) give the two TTFTs."""
+    client = st.reasoning_counted
+    details = usage.get("completion_tokens_details") if isinstance(usage, dict) else None
+    server = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    believed = type(server) is int and server > 0 and (output is None or server <= output)
+    if not believed and not client and st.first_reasoning_chunk is None:
+        return None
+    reasoning = server if believed and isinstance(server, int) else client
+    total = output if output is not None else st.tokens_counted
+    return {
+        "reasoning_tokens": reasoning,
+        "answer_tokens": max(0, total - reasoning),
+        "source": "server_usage" if believed else "client_count",
+        "client_reasoning_tokens": client,
+        "first_reasoning_chunk": st.first_reasoning_chunk,
+        "first_answer_chunk": st.first_answer_chunk,
+    }
 
 
 def llamacpp_timings(tm: dict[str, Any]) -> dict[str, Any]:

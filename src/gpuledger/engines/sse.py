@@ -14,6 +14,13 @@ Which chunks are tokens (DESIGN.md: "TTFT: first content token received"):
   (``delta.role`` present). An empty text is a real token: the bytes of an incomplete UTF-8
   character (vLLM streams those with byte-level tokenizers) or an unprintable end-of-sequence token
   on the finish chunk — except when the final usage shows that the finish chunk carried no token.
+* Reasoning (``OpenAIStream.reasoning_counted``, ``first_reasoning_chunk``, ``first_answer_chunk``): a chunk
+  whose text came from ``delta.reasoning_content`` / ``delta.reasoning`` (vLLM, SGLang and DeepSeek's
+  reasoning parsers) is a reasoning chunk; so is the answer's text (``delta.content``, completions
+  ``text``) up to and including the chunk that holds the first ``</think>`` (DeepSeek-R1 style templates
+  put the opening ``<think>`` in the prompt), or all of it when its first non-blank text opens with
+  ``<think>`` and the block never closes (cut by ``max_tokens``). Every other content chunk, tool-call deltas
+  included, is an answer chunk. A chunk of k tokens (continuous usage) counts k.
 * The answer ends at the choice's ``finish_reason``: later chunks carry no content (their usage,
   fingerprint and timings are still read). The stream ends at ``data: [DONE]``: nothing after it is
   read. A cumulative ``completion_tokens`` that is not an integer, goes down, or passes the request's
@@ -126,16 +133,28 @@ class OpenAIStream:
     stream (module docstring); ``max_line_bytes`` and ``max_bytes`` override the bounds (tests)."""
 
     __slots__ = (
+        "_after_close",
         "_bytes",
+        "_c_chunks",
+        "_c_first",
+        "_c_tokens",
         "_chat",
+        "_close_chunks",
+        "_close_tokens",
+        "_closed_at",
+        "_decided",
         "_empty_finish_at",
         "_last_ct",
         "_max_bytes",
         "_max_chunks",
         "_buf",
         "_max_line",
+        "_opened",
         "_pending",
         "_pieces",
+        "_r_chunks",
+        "_r_first",
+        "_r_tokens",
         "_t",
         "chunk_times",
         "chunk_tokens",
@@ -145,6 +164,7 @@ class OpenAIStream:
         "finish_reason",
         "fingerprint",
         "max_tokens",
+        "reasoning_texts",
         "stopped",
         "tail",
         "texts",
@@ -165,6 +185,13 @@ class OpenAIStream:
         self._chat = chat
         self._empty_finish_at = -1
         self._last_ct = 0
+        # Reasoning and answer chunks (the module docstring): reasoning-field chunks, content chunks, and the
+        # content up to the first </think> (_closed_at: the chunk that closed it, -1 until one does).
+        self._r_chunks = self._r_tokens = 0
+        self._c_chunks = self._c_tokens = 0
+        self._close_chunks = self._close_tokens = 0
+        self._r_first = self._c_first = self._after_close = self._closed_at = -1
+        self._decided = self._opened = False
         self._max_line = max_line_bytes
         self._buf = b""  # the unfinished last line ...
         self._pieces: list[bytes] = []  # ... and the reads that continued it since (none usually)
@@ -181,7 +208,8 @@ class OpenAIStream:
         self.max_tokens = max_tokens
         self.stopped = False
         self.tail = False
-        self.texts: list[str] = []
+        self.texts: list[str] = []  # the answer's texts; reasoning deltas' in reasoning_texts
+        self.reasoning_texts: list[str] = []
         self.timings: dict[str, Any] | None = None
         self.usage: dict[str, Any] | None = None
         self.usage_note: str | None = None
@@ -252,7 +280,7 @@ class OpenAIStream:
                 if choices and answering:
                     c = choices[0]
                     fr = c.get("finish_reason")
-                    role = False
+                    role = thought = False
                     if chat:
                         delta = c.get("delta")
                         if delta:
@@ -260,6 +288,7 @@ class OpenAIStream:
                             if text is None:
                                 # Reasoning and tool-call deltas are generated tokens too.
                                 text = delta.get("reasoning_content") or delta.get("reasoning")
+                                thought = text is not None
                                 if text is None and delta.get("tool_calls"):
                                     text = ""
                             role = "role" in delta
@@ -270,7 +299,7 @@ class OpenAIStream:
                     if text is not None and type(text) is not str:
                         raise TypeError("the chunk's text is not a string")
                     if text:
-                        add_text(text)
+                        (self.reasoning_texts.append if thought else add_text)(text)
                     if (
                         usage
                         and (fr is None or self.continuous)
@@ -295,6 +324,7 @@ class OpenAIStream:
                                 return n
                             add_time(t)
                             self.chunk_tokens.append(k)
+                            self._kind(text, thought, k)
                             n += 1
                     elif text is not None and (text or not role):
                         if len(times) >= max_chunks:
@@ -303,6 +333,7 @@ class OpenAIStream:
                         add_time(t)
                         if self.continuous:
                             self.chunk_tokens.append(1)
+                        self._kind(text, thought, 1)
                         n += 1
                         if not text and fr is not None:
                             self._empty_finish_at = len(times)
@@ -335,6 +366,51 @@ class OpenAIStream:
         if too_long:
             self._fail(f"SSE line over {self._max_line} bytes: the stream was stopped")
         return n
+
+    def _kind(self, text: str | None, thought: bool, k: int) -> None:
+        """Count the chunk just timed (``k`` tokens) as reasoning or answer (the module docstring)."""
+        at = len(self.chunk_times) - 1
+        if thought:
+            self._r_chunks += 1
+            self._r_tokens += k
+            if self._r_first < 0:
+                self._r_first = at
+            return
+        self._c_chunks += 1
+        self._c_tokens += k
+        if self._c_first < 0:
+            self._c_first = at
+        if self._closed_at >= 0:
+            if self._after_close < 0:
+                self._after_close = at
+            return
+        if text:
+            if not self._decided and not text.isspace():
+                self._decided = True
+                self._opened = text.lstrip().startswith("<think>")
+            if "</think>" in text:
+                self._closed_at = at
+                self._close_chunks, self._close_tokens = self._c_chunks, self._c_tokens
+
+    @property
+    def reasoning_counted(self) -> int:
+        """Tokens of the reasoning chunks, counted as ``tokens_counted`` counts."""
+        closed = self._closed_at >= 0
+        chunks = self._close_chunks if closed else self._c_chunks if self._opened else 0
+        tokens = self._close_tokens if closed else self._c_tokens if self._opened else 0
+        return self._r_tokens + tokens if self.continuous else self._r_chunks + chunks
+
+    @property
+    def first_reasoning_chunk(self) -> int | None:
+        """Index of the first reasoning chunk in ``chunk_times`` (None: none)."""
+        think = self._c_first if self._closed_at >= 0 or self._opened else -1
+        return min((i for i in (self._r_first, think) if i >= 0), default=None)
+
+    @property
+    def first_answer_chunk(self) -> int | None:
+        """Index of the first answer chunk in ``chunk_times`` (None: none)."""
+        at = self._after_close if self._closed_at >= 0 else -1 if self._opened else self._c_first
+        return at if at >= 0 else None
 
     def _longer(self, data: bytes) -> int:
         """A read that continues the unfinished line without ending it."""
@@ -387,10 +463,15 @@ class OpenAIStream:
             and len(self.chunk_times) > usage["completion_tokens"]
         ):
             self.chunk_times.pop()
+            at = len(self.chunk_times)  # the closing chunk was an answer (content) chunk: no longer counted
+            self._c_chunks -= 1
+            self._c_tokens -= 1
+            self._c_first = -1 if self._c_first == at else self._c_first
+            self._after_close = -1 if self._after_close == at else self._after_close
 
     @property
     def output_chars(self) -> int:
-        return sum(map(len, self.texts))
+        return sum(map(len, self.texts)) + sum(map(len, self.reasoning_texts))
 
     @property
     def tokens_counted(self) -> int:
