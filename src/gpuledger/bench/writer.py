@@ -370,7 +370,8 @@ class RunWriter:
         self._store_notes(client)
         if self._send_lags:
             client["send_schedule"] = schedule_summary(self._send_lags)
-        final = _final_status(status, records, write_error)
+        interrupted = bool(extra_summary and "interrupted" in extra_summary)
+        final = _final_status(status, records, write_error, interrupted)
         # How far the figures can be trusted, judged on what is stored now (bench.validity).
         judged = replace(self.info, summary=summary, client=client, telemetry_summary=summaries, status=final,
                          server=server if server is not None else self.info.server,
@@ -452,9 +453,13 @@ class RunWriter:
 
 
 def _final_status(
-    status: RunStatus, records: list[RequestRecord], write_error: GpuledgerError | None
+    status: RunStatus, records: list[RequestRecord], write_error: GpuledgerError | None,
+    interrupted: bool = False,
 ) -> RunStatus:
-    """``complete`` becomes ``incomplete`` when requests are missing, ``failed`` when every one failed."""
+    """``complete`` becomes ``incomplete`` when requests are missing, ``failed`` when every one failed; a
+    run interrupted before any request finished is ``cancelled`` (nothing was measured)."""
+    if interrupted and not records:
+        return "cancelled"
     if status != "complete":
         return status
     if write_error is not None:

@@ -616,6 +616,11 @@ def _exit_for(info: RunInfo) -> None:
     interrupted = summary.interrupted if summary is not None else None
     if interrupted:
         sys.stdout.flush()
+        if info.status == "cancelled":
+            raise Interrupted(
+                f"{interrupted.signal}: no request had finished; run {info.id} is stored as cancelled "
+                "(nothing measured)"
+            )
         raise Interrupted(
             f"{interrupted.signal}: run {info.id} saved as incomplete with "
             f"{interrupted.finished_requests} finished requests"

@@ -17,8 +17,9 @@ from gpuledger.records.environment import Environment, load_environment
 from gpuledger.records.spec import BenchSpec, load_spec
 from gpuledger.records.summary import RunSummary
 
-RunStatus = Literal["running", "complete", "incomplete", "failed"]
-RUN_STATUSES: tuple[RunStatus, ...] = ("running", "complete", "incomplete", "failed")
+# ``cancelled``: stopped (Ctrl-C, SIGTERM) before any request finished — nothing was measured.
+RunStatus = Literal["running", "complete", "incomplete", "failed", "cancelled"]
+RUN_STATUSES: tuple[RunStatus, ...] = ("running", "complete", "incomplete", "failed", "cancelled")
 
 # Where a request's token counts came from, most trustworthy first.
 TokenSource = Literal["server_usage", "server_tokenizer", "engine", "client_count"]
