@@ -113,3 +113,20 @@ def test_under_a_rental_price_a_published_power_is_reported_not_priced(cli, tmp_
     assert doc["hourly"]["energy_usd_per_hour"] == 0 and doc["usd_per_hour"] == pytest.approx(8 * 2.90)
     assert doc["power"]["power_source"] == f"{LABEL}: 1500 W per GPU x 8"
     assert doc["energy"]["basis"] == "published" and doc["energy"]["joules_per_token"] == pytest.approx(0.5)
+
+
+def test_a_published_point_is_not_judged_by_rules_that_read_what_was_not_measured_here() -> None:
+    """The validity verdict reads a run's requests, client and telemetry: a published point has none, so it
+    is "not judged", never "valid: all checks passed"."""
+    from gpuledger.bench.validity import run_verdict
+    from gpuledger.cost.published import RawPoint, runs_of
+
+    (run,) = runs_of(
+        [RawPoint(row=1, line=2, fields={
+            "gpu": "B200", "gpus": 8, "model": "dummy:qwen2.5-7b", "input_len": 1024, "output_len": 1024,
+            "output_tokens_per_s": 20000, "source": "InferenceX", "date": "2026-11-01"})],
+        "test", "test",
+    )
+    verdict = run_verdict(run)
+    assert verdict is not None and verdict.checks == [] and verdict.not_checked
+    assert verdict.headline().startswith("not judged: published by InferenceX")

@@ -96,10 +96,16 @@ def run_verdict(info: RunInfo, records: Records = None) -> Verdict | None:
 
 def verdict(info: RunInfo, records: Records) -> Verdict:
     """Every check of the run (``info.summary`` must be set). ``records`` are the run's requests; None
-    when they were not read (the checks that need them say so)."""
+    when they were not read (the checks that need them say so). A run measured elsewhere (a published
+    point) is not judged: none of what the rules read is here."""
     summary = info.summary
     if summary is None:
         raise ValueError("verdict() needs the run's summary")
+    origin = summary.origin()
+    if origin is not None:
+        why = f"{origin.label}: its requests, client and telemetry are not here to check"
+        rules = rules_for(summary.kind)
+        return Verdict.of([], [NotChecked(name=r.__name__.lstrip("_"), why=why) for r in rules])
     checks: list[Check] = []
     skipped: list[NotChecked] = []
     for rule in rules_for(summary.kind):

@@ -87,6 +87,9 @@ class Verdict(_Stored):
         failed = sum(1 for c in self.checks if c.status == "fail")
         warned = sum(1 for c in self.checks if c.status == "warn")
         n = len(self.checks)
+        if n == 0:
+            why = self.not_checked[0].why if self.not_checked else "no rule applies to this run"
+            return f"not judged: {why}"
         if not failed and not warned:
             return f"valid: all {n} checks passed"
         parts = [f"{failed} failed" if failed else "", f"{warned} warned" if warned else ""]
