@@ -26,6 +26,7 @@ from gpuledger.records import BenchSpec, ServerSpec, TorchSpec
 from gpuledger.records.image import ImageSpec
 from gpuledger.records.spec import DEFAULT_NUM_REQUESTS, checked, settled
 from gpuledger.records.trainspec import TrainSpec
+from gpuledger.records.workloads import parse_turns
 from gpuledger.workload.load import load_from_flags, parse_sweep
 
 SAMPLING = "server defaults (no temperature/top_p sent)"
@@ -38,6 +39,14 @@ FLAG_FIELDS: dict[type[BenchSpec], dict[str, tuple[str, ...]]] = {
         "input_len": ("dataset.input_len",),
         "output_len": ("dataset.output_len",),
         "range_ratio": ("dataset.range_ratio",),
+        # issue 23's workloads (records/workloads.py): sessions, shared prefixes, trace replay
+        "turns": ("dataset.turns",),
+        "think_time": ("dataset.think_time_s",),
+        "prefix_len": ("dataset.prefix_len",),
+        "prefix_groups": ("dataset.prefix_groups",),
+        "prefix_ratio": ("dataset.prefix_ratio",),
+        "trace": ("dataset.name", "dataset.path", "load", "num_requests_per_stage"),
+        "trace_speed": ("load",),
         # A load pattern or a count given on the command line replaces the stored one whole.
         "concurrency": ("load",),
         "rate": ("load",),
@@ -120,11 +129,31 @@ def server_document(
     request_timeout_s: float = 300.0,
     api_key_env: str = "OPENAI_API_KEY",
     model_config: Path | None = None,
+    turns: int | str | None = None,
+    think_time_s: float | None = None,
+    prefix_len: int | None = None,
+    prefix_groups: int | None = None,
+    prefix_ratio: float | None = None,
+    trace: Path | None = None,
+    trace_speed: float | None = None,
 ) -> dict[str, Any]:
     """The document of a run against a server (the same defaults as ``gpuledger bench``, but no warm-up);
-    ``UsageError`` with the flag's one line for a bad load."""
+    ``UsageError`` with the flag's one line for a bad load. ``turns`` .. ``trace_speed``: sessions, shared
+    prefixes and trace replay (records/workloads.py), in the dataset only when given."""
     kind = engine_kind(engine)
     extra = {"model_architecture": model_architecture(model_config)} if model_config is not None else {}
+    if trace is not None:
+        if dataset not in (None, "trace") or dataset_path is not None:
+            raise UsageError(
+                "--trace FILE is the run's dataset: do not give --dataset or --dataset-path with it"
+            )
+        dataset, dataset_path = "trace", trace
+    traced = dataset == "trace"
+    shared = prefix_len is not None or prefix_ratio is not None or prefix_groups is not None
+    workload = {k: v for k, v in (("turns", turns), ("think_time_s", think_time_s),
+                                  ("prefix_len", prefix_len), ("prefix_groups", prefix_groups),
+                                  ("prefix_ratio", prefix_ratio)) if v is not None}
+    counted = num_requests is not None or duration_s is not None
     return {
         **extra,
         "engine": kind.name,
@@ -132,16 +161,18 @@ def server_document(
         "model": model,
         "endpoint": endpoint or kind.default_endpoint,
         "dataset": {
-            "name": dataset or ("random" if input_len is not None else "builtin"),
+            "name": dataset or ("random" if input_len is not None or shared else "builtin"),
             "path": dataset_path,
             "input_len": input_len,
             "output_len": output_len,
             "range_ratio": range_ratio,
             "seed": seed,
+            **workload,
         },
-        "load": load_from_flags(concurrency, rate, sweep).model_dump(mode="json"),
-        "num_requests_per_stage": num_requests if num_requests is not None or duration_s is not None
-        else DEFAULT_NUM_REQUESTS,
+        "load": load_from_flags(concurrency, rate, sweep, trace=traced,
+                                trace_speed=trace_speed).model_dump(mode="json"),
+        # A trace without a count replays every arrival it has.
+        "num_requests_per_stage": num_requests if counted else None if traced else DEFAULT_NUM_REQUESTS,
         "duration_s": duration_s,
         "warmup": warmup,
         "slo": dict(slo or {}),
@@ -250,8 +281,23 @@ def _server_from(kind: EngineKind, v: Mapping[str, Any]) -> dict[str, Any]:
         telemetry=v["telemetry"], telemetry_interval_s=v["telemetry_interval"],
         server_metrics=v["server_metrics"], server_metrics_interval_s=v["server_metrics_interval"],
         request_timeout_s=v["request_timeout"], api_key_env=v["api_key_env"],
-        model_config=v.get("model_config"),
+        model_config=v.get("model_config"), turns=parse_turns_flag(v.get("turns")),
+        think_time_s=v.get("think_time"), prefix_len=v.get("prefix_len"),
+        prefix_groups=v.get("prefix_groups"), prefix_ratio=v.get("prefix_ratio"), trace=v.get("trace"),
+        trace_speed=v.get("trace_speed"),
     )
+
+
+WORKLOAD_FLAGS = ("turns", "think_time", "prefix_len", "prefix_groups", "prefix_ratio", "trace",
+                  "trace_speed")
+
+
+def parse_turns_flag(text: str | None) -> int | str | None:
+    """``--turns all|N`` (``UsageError`` with the flag's line otherwise)."""
+    try:
+        return parse_turns(text)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _torch_from(kind: EngineKind, v: Mapping[str, Any]) -> dict[str, Any]:
@@ -263,6 +309,10 @@ def _torch_from(kind: EngineKind, v: Mapping[str, Any]) -> dict[str, Any]:
         raise UsageError(f"--warmup must be 0 or more, got {v['warmup']}")
     if v.get("model_config") is not None:
         raise UsageError("--model-config is for a server run; --engine torch records the model it builds")
+    asked = [f for f in WORKLOAD_FLAGS if v.get(f) is not None]
+    if asked:
+        flag = "--" + asked[0].replace("_", "-")
+        raise UsageError(f"{flag} shapes a server run's workload, not --engine torch's")
     return torch_document(
         v["model"], device=v.get("device") or "auto", dtype=v.get("dtype") or "auto",
         batch_size=v["concurrency"] or 1, input_tokens=v["input_len"] or 128,

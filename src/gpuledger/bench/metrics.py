@@ -6,7 +6,9 @@
 - TPOT: (E2E − TTFT) / (output_tokens − 1), requests with > 1 output token.
 - E2E: last token − request sent.
 - Output tok/s: output tokens ÷ wall time of the measured window (first send → last finish).
-- Goodput: requests meeting every given SLO ÷ window.
+- Goodput: requests meeting every given SLO ÷ window (and in tokens: their output tokens ÷ window).
+
+Reasoning and answer tokens, goodput in tokens and multi-turn sessions: ``bench.workload_metrics``.
 
 Throughput and latency use the successful requests; failed ones count in ``error_rate``. Latency
 blocks (``records.textgen.Latency``) are in milliseconds with ``mean, p50, p90, p95, p99, std, min, max,
@@ -21,6 +23,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from gpuledger.bench.workload_metrics import workload_fields
 from gpuledger.errors import UsageError
 from gpuledger.records import TOKEN_SOURCES, RequestRecord, RunInfo
 from gpuledger.records.summary import ErrorExample, RunSummary
@@ -173,7 +176,7 @@ def _rate(x: float | int, window: float) -> float | None:
 
 def _server_timings(ok: list[RequestRecord]) -> ServerTimings | None:
     """Client timings side by side with the server's own (Ollama's done line, llama.cpp ``timings``)."""
-    rows = [r for r in ok if r.server_timings]
+    rows = [r for r in ok if r.server_timings and "server" in r.server_timings]  # the server's own timings
     if not rows:
         return None
 
@@ -331,6 +334,7 @@ def _summary_fields(records: Sequence[RequestRecord], slo: dict[str, float]) -> 
     st = _server_timings(ok)
     if st is not None:
         summary["server_timings"] = st
+    summary.update(workload_fields(records, ok, window, slo, stats, lambda r: meets_slo(r, slo)))
     return summary
 
 

@@ -28,11 +28,10 @@ from gpuledger.bench.drive import Drive, Feed
 from gpuledger.engines import GenRequest, GenResult
 from gpuledger.errors import EngineError
 from gpuledger.records.spec import ConcurrencyStage, RateStage, Stage
+from gpuledger.records.textgen import WORKLOAD_KEY
 from gpuledger.workload.conversations import SessionPrompts
 from gpuledger.workload.datasets import DEFAULT_MAX_TOKENS, Prompt, Session
 from gpuledger.workload.load import poisson_gaps
-
-WORKLOAD_KEY = "workload"  # the request's record: server_timings["workload"] (session, turn; trace schedule)
 
 
 def annotate(res: GenResult, **facts: Any) -> None:
@@ -163,4 +162,4 @@ async def _arrivals(ctx: Drive, stage: RateStage, feed: SessionFeed) -> None:
         await asyncio.gather(*list(running))
 
 
-__all__ = ["WORKLOAD_KEY", "SessionFeed", "annotate", "drive_sessions"]
+__all__ = ["SessionFeed", "annotate", "drive_sessions"]

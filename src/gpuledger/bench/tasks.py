@@ -119,7 +119,8 @@ register_task(
         "LLM inference: a server (openai, ollama) or in-process PyTorch (torch)",
         (ServerSpec, TorchSpec),
         "openai",
-        flags=("model_config",),
+        flags=("model_config", "turns", "think_time", "prefix_len", "prefix_groups", "prefix_ratio", "trace",
+               "trace_speed"),
     )
 )
 register_task(

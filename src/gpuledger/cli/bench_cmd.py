@@ -19,6 +19,15 @@ from rich.markup import escape
 
 from gpuledger.bench.tasks import TASKS
 from gpuledger.cli.common import DbOpt, JsonOpt, console, err_console, print_json
+from gpuledger.cli.workload_opts import (
+    PrefixGroupsOpt,
+    PrefixLenOpt,
+    PrefixRatioOpt,
+    ThinkTimeOpt,
+    TraceOpt,
+    TraceSpeedOpt,
+    TurnsOpt,
+)
 from gpuledger.engines import DEFAULT_BASE_URLS, ENGINE_KINDS, engine_kind
 from gpuledger.errors import EngineError, GpuledgerError, Interrupted, UsageError
 from gpuledger.records import dump_summary
@@ -65,6 +74,7 @@ def render_run(info: RunInfo) -> None:
     sweep, then the tables, fitted to the terminal's width; long notes once, at the end."""
     from rich.text import Text
 
+    from gpuledger.cli.bench_workloads import latency_rows, print_extras, throughput_rows
     from gpuledger.report.headline import measured_answer, stage_table
     from gpuledger.report.layout import Notes, paragraph, print_grid, print_table
     from gpuledger.report.terminal import grid_of, print_answer
@@ -117,6 +127,7 @@ def render_run(info: RunInfo) -> None:
             f"goodput ({limits})",
             _num(s["goodput_requests_per_s"], ".3f", " req/s") + f"  ({slo.get('met', 0)} met)",
         ))
+    rows += throughput_rows(s)
     sources = ", ".join(f"{k}: {v}" for k, v in s.get("token_source", {}).items())
     rows.append(("token counts from", sources or "n/a"))
     print_table(console, f"Throughput (measured window{sweep})", ("metric", "value"), rows, header=False)
@@ -129,8 +140,10 @@ def render_run(info: RunInfo) -> None:
             _lat_cells("TPOT", s.get("tpot_ms")),
             _lat_cells("ITL (per token)", s.get("itl_ms")),
             _lat_cells("E2E", s.get("e2e_ms")),
+            *latency_rows(s, _lat_cells),
         ],
     )
+    print_extras(console, s, info.workload, info.client)
     mm = s.get("output_len_mismatch") or {}
     if mm.get("count"):
         paragraph(
@@ -331,6 +344,13 @@ def bench(
             "--range-ratio", help="random: lengths drawn uniformly within ±R of the given length (0 ≤ R < 1)."
         ),
     ] = 0.0,
+    turns: TurnsOpt = None,
+    think_time: ThinkTimeOpt = None,
+    prefix_len: PrefixLenOpt = None,
+    prefix_ratio: PrefixRatioOpt = None,
+    prefix_groups: PrefixGroupsOpt = None,
+    trace: TraceOpt = None,
+    trace_speed: TraceSpeedOpt = None,
     concurrency: Annotated[
         int | None,
         typer.Option("--concurrency", help="Requests in flight (default 8); with --rate: the cap."),

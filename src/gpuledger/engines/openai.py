@@ -36,6 +36,7 @@ from gpuledger.engines.base import (
 from gpuledger.engines.http import PROBE_TIMEOUT_S, HttpEngine, exc_text, get_json, http_error_text
 from gpuledger.engines.sse import OpenAIStream
 from gpuledger.errors import EngineError
+from gpuledger.records.textgen import REASONING_KEY
 from gpuledger.urls import ServerUrl, parse_server_url
 
 # Servers that honour the length-control and usage extensions (checked against their APIs).
@@ -44,8 +45,6 @@ _MIN_TOKENS = {"vllm", "sglang"}
 _CONTINUOUS_USAGE = {"vllm", "sglang"}
 TOKENIZER_CONNECTIONS = 8
 MAX_CONTEXT = 2**31 - 1
-# A request's reasoning split: server_timings["reasoning"] (read by bench.workload_metrics).
-REASONING_KEY = "reasoning"
 
 
 class ServerTokenizer:

@@ -2,7 +2,9 @@
 
 Produced by ``gpuledger.bench.metrics.summarize``; the metric definitions are in that module and in
 docs/bench.md. Its work is counted in output tokens (the headline), input tokens, tokens (in + out),
-requests and — with SLOs — good requests.
+requests and — with SLOs — good requests and good output tokens; a run whose streams had reasoning also in
+answer tokens (output tokens less reasoning: ``bench.workload_metrics``). The reasoning and session blocks
+are set only for runs that had them.
 """
 
 from __future__ import annotations
@@ -20,6 +22,15 @@ register_unit("input_token", "input tokens", 1e6, short="input tok")
 register_unit("token", "tokens", 1e6, short="tok")
 register_unit("request", "requests", 1)
 register_unit("good_request", "good requests", 1)
+register_unit("answer_token", "answer tokens", 1e6, short="answer tok")
+register_unit("good_output_token", "good output tokens", 1e6, short="good output tok")
+# What a request's record keeps beside its timings (server_timings[KEY]): the reasoning/answer split the
+# engine read from the stream (engines/openai.py), and what the load knows of it (session and turn, a
+# trace's schedule: bench/sessions.py, bench/replay.py).
+REASONING_KEY = "reasoning"
+WORKLOAD_KEY = "workload"
+# Units a run has only when its requests did such work (reasoning; SLOs given).
+EXTRA_UNITS = ("answer_token", "good_output_token")
 # compare --basis output | total (the names it always had)
 register_alias("output", "output_token", "output tokens")
 register_alias("total", "token", "total tokens")
@@ -99,6 +110,41 @@ class ServerTimings(Strict):
     e2e_client_minus_server_ms: float | None = None
 
 
+class ReasoningSummary(Strict):
+    """Reasoning and answer tokens of the successful requests (``requests``: those whose stream had
+    reasoning), the TTFT to the first reasoning and to the first answer token, where the split came from."""
+
+    requests: int = Field(default=0, ge=0)
+    reasoning_tokens_total: int = Field(default=0, ge=0)
+    answer_tokens_total: int = Field(default=0, ge=0)
+    reasoning_share: float | None = None
+    ttft_reasoning_ms: Latency = Field(default_factory=Latency)
+    ttft_answer_ms: Latency = Field(default_factory=Latency)
+    token_source: dict[str, int] = Field(default_factory=dict)
+
+
+class TurnSummary(Strict):
+    """The requests that were turn ``turn`` (from 1) of their session."""
+
+    turn: int = Field(ge=1)
+    requests: int = Field(default=0, ge=0)
+    num_ok: int = Field(default=0, ge=0)
+    ttft_ms: Latency = Field(default_factory=Latency)
+    e2e_ms: Latency = Field(default_factory=Latency)
+    input_tokens_mean: float | None = None
+
+
+class SessionSummary(Strict):
+    """Multi-turn sessions: how many, how many sent all their turns successfully, their turns and the
+    duration of the complete ones (first send → last token), and each turn index's figures."""
+
+    sessions: int = Field(default=0, ge=0)
+    complete: int = Field(default=0, ge=0)
+    turns_per_session_mean: float | None = None
+    session_ms: Latency = Field(default_factory=Latency)
+    by_turn: list[TurnSummary] = Field(default_factory=list)
+
+
 LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 
 
@@ -115,6 +161,8 @@ class TextGenerationSummary(RunSummary):
         "token": "total_tokens_per_s",
         "request": "requests_per_s",
         "good_request": "goodput_requests_per_s",
+        "answer_token": "answer_tokens_per_s",
+        "good_output_token": "goodput_output_tokens_per_s",
     }
     SIZE_UNITS: ClassVar[tuple[tuple[str, str, str], ...]] = (
         ("output_token", "output lengths", "tokens per request"),
@@ -138,6 +186,13 @@ class TextGenerationSummary(RunSummary):
     output_len_mismatch: OutputLengthCheck = Field(default_factory=OutputLengthCheck)
     server_timings: ServerTimings | None = None
     stages: list[TextStageSummary] | None = None
+    # Set only for runs that have them (bench.workload_metrics).
+    answer_tokens_total: int | None = Field(default=None, ge=0)
+    answer_tokens_per_s: float | None = None
+    good_output_tokens_total: int | None = Field(default=None, ge=0)
+    goodput_output_tokens_per_s: float | None = None
+    reasoning: ReasoningSummary | None = None
+    sessions: SessionSummary | None = None
 
     def work(self) -> dict[str, Work]:
         out = {
@@ -150,7 +205,27 @@ class TextGenerationSummary(RunSummary):
         }
         if self.slo is not None:
             out["good_request"] = Work(count=self.slo.met, per_s=self.goodput_requests_per_s)
+        if self.answer_tokens_total is not None:
+            out["answer_token"] = Work(count=self.answer_tokens_total, per_s=self.answer_tokens_per_s)
+        if self.good_output_tokens_total is not None:
+            out["good_output_token"] = Work(count=self.good_output_tokens_total,
+                                            per_s=self.goodput_output_tokens_per_s)
         return out
+
+    def _extras(self) -> list[str]:
+        """The units of ``EXTRA_UNITS`` this run did work in."""
+        work = self.work()
+        return [u for u in EXTRA_UNITS if u in work]
+
+    def price_units(self) -> list[str]:
+        return [*super().price_units(), *self._extras()]
+
+    def yield_units(self) -> list[str]:
+        return [*super().yield_units(), *[u for u in self._extras() if u == "answer_token"]]
+
+    def rate_keys(self) -> list[tuple[str, str]]:
+        extras = self._extras()
+        return [(u, k) for u, k in super().rate_keys() if u not in EXTRA_UNITS or u in extras]
 
     def key_figures(self) -> list[tuple[str, Quantity]]:
         out = super().key_figures()
@@ -195,16 +270,18 @@ class TextGenerationSummary(RunSummary):
         def times(v: float | None) -> float | None:
             return None if v is None else v * scale
 
-        return self.model_copy(
-            update={
-                "window_s": self.window_s / scale,
-                "input_tokens_per_s": times(self.input_tokens_per_s),
-                "output_tokens_per_s": times(self.output_tokens_per_s),
-                "total_tokens_per_s": times(self.total_tokens_per_s),
-                "requests_per_s": times(self.requests_per_s),
-                "goodput_requests_per_s": times(self.goodput_requests_per_s),
-            }
-        )
+        update = {
+            "window_s": self.window_s / scale,
+            "input_tokens_per_s": times(self.input_tokens_per_s),
+            "output_tokens_per_s": times(self.output_tokens_per_s),
+            "total_tokens_per_s": times(self.total_tokens_per_s),
+            "requests_per_s": times(self.requests_per_s),
+            "goodput_requests_per_s": times(self.goodput_requests_per_s),
+        }
+        for key in ("answer_tokens_per_s", "goodput_output_tokens_per_s"):  # only where the run has them
+            if key in self.model_fields_set:
+                update[key] = times(getattr(self, key))
+        return self.model_copy(update=update)
 
 
 class TextStageSummary(TextGenerationSummary):
