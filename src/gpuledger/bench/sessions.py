@@ -11,9 +11,11 @@ How sessions are released, by the stage:
 - ``concurrency C``: C sessions at once; a new one starts when one ends;
 - ``rate R``: sessions start at Poisson arrivals of R per second (seeded), at most ``--concurrency`` at once.
 
-``--num-requests`` and ``--duration`` count and time requests (turns), as for any run: once the count is
-reached or the time is up no turn is sent, and the sessions still going end there (the summary counts the
-sessions that sent all their turns). Each request's record says its session (the index of the session's
+``--num-requests`` and ``--duration`` count and time requests (turns), as for any run. A session takes its
+turns from the count when it starts (the last one to start may get fewer than it has; a session that breaks
+gives back the turns it will not send), so the sessions under way when the count is used up still send all
+theirs; once the time is up no turn is sent, and the sessions
+still going end there (the summary counts the sessions that sent all their turns). Each request's record says its session (the index of the session's
 first request), turn (from 1), the turns the session has, and the dataset conversation it replays
 (``server_timings["workload"]``, read by ``bench.workload_metrics``).
 """
@@ -53,22 +55,31 @@ class SessionFeed(Feed):
         self.think_time_s = think_time_s
         self.sessions = 0
 
-    async def next_session(self) -> Session | None:
-        """The next session to start (None: no more turns will be sent, or the dataset is not sessions)."""
+    async def next_session(self) -> tuple[Session, int] | None:
+        """The next session to start and how many of its turns it may send (taken from the stage's count);
+        None: no more turns will be sent, or the dataset is not sessions."""
         if self.exhausted():
             return None
         p = await self._prompts.next()
         if p is None or p.session is None:
             return None
+        turns = len(p.session.turns)
+        if self._left is not None:
+            turns = min(turns, self._left)
+            self._left -= turns
         self.sessions += 1
-        return p.session
+        return p.session, turns
+
+    def give_back(self, turns: int) -> None:
+        """Turns a session took and will not send (a turn failed): back to the stage's count."""
+        if self._left is not None:
+            self._left += turns
 
     def turn(self, session: Session, t: int, history: list[dict[str, str]]) -> GenRequest | None:
-        """Turn ``t`` of ``session`` after ``history`` as a request (None: the count or the time is up)."""
-        if self.exhausted():
+        """Turn ``t`` of ``session`` after ``history`` as a request (None: the run stopped or the time is
+        up)."""
+        if self.expired():
             return None
-        if self._left is not None:
-            self._left -= 1
         turn = session.turns[t]
         messages = [{"role": r, "content": c} for r, c in session.system]
         messages += [*history, {"role": "user", "content": turn.text}]
@@ -87,11 +98,12 @@ class SessionFeed(Feed):
         )
 
 
-async def _one(ctx: Drive, feed: SessionFeed, session: Session) -> None:
-    """Send ``session``'s turns one after the other (the module docstring)."""
+async def _one(ctx: Drive, feed: SessionFeed, started: tuple[Session, int]) -> None:
+    """Send the turns a session may send, one after the other (the module docstring)."""
+    session, allowed = started
     history: list[dict[str, str]] = []
     first: int | None = None
-    for t in range(len(session.turns)):
+    for t in range(allowed):
         req = feed.turn(session, t, history)
         if req is None:
             return
@@ -100,10 +112,11 @@ async def _one(ctx: Drive, feed: SessionFeed, session: Session) -> None:
         annotate(res, session=first, turn=t + 1, turns=len(session.turns), conversation=session.conversation)
         ctx.on_result(res)
         if res.error is not None:
+            feed.give_back(allowed - t - 1)
             return
         history += [{"role": "user", "content": session.turns[t].text},
                     {"role": "assistant", "content": res.text or ""}]
-        if feed.think_time_s and t + 1 < len(session.turns):
+        if feed.think_time_s and t + 1 < allowed:
             await feed.pause(feed.think_time_s)
 
 
@@ -134,7 +147,7 @@ async def _arrivals(ctx: Drive, stage: RateStage, feed: SessionFeed) -> None:
     sem = asyncio.Semaphore(cap) if cap else None
     running: set[asyncio.Task[None]] = set()
 
-    async def run(session: Session) -> None:
+    async def run(session: tuple[Session, int]) -> None:
         try:
             await _one(ctx, feed, session)
         finally:

@@ -24,7 +24,9 @@ server runs several):
   ``vllm:prefix_cache_queries_total`` / ``vllm:prefix_cache_hits_total`` (prompt tokens, v1);
   gauges ``vllm:num_requests_running``, ``vllm:num_requests_waiting``, ``vllm:kv_cache_usage_perc`` (v1;
   ``vllm:gpu_cache_usage_perc`` in v0; a ratio 0..1 despite the name).
-- SGLang: gauges ``sglang:num_running_reqs``, ``sglang:num_queue_reqs``, ``sglang:token_usage`` (ratio).
+- SGLang: gauges ``sglang:num_running_reqs``, ``sglang:num_queue_reqs``, ``sglang:token_usage`` (ratio);
+  ``sglang:prompt_tokens_total`` / ``sglang:cached_tokens_total`` (prompt tokens, and those served from its
+  radix cache, every ``cache_source`` summed; docs/references/production_metrics.md).
 - llama.cpp (``--metrics``): gauges ``llamacpp:requests_processing``, ``llamacpp:requests_deferred``,
   ``llamacpp:kv_cache_usage_ratio`` (not in every build).
 """
@@ -199,7 +201,8 @@ STATE_SERIES: dict[str, StateSeries] = {
         "vllm:request_queue_time_seconds", "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total",
     ),
     "sglang": StateSeries("SGLang", "sglang:num_running_reqs", "sglang:num_queue_reqs",
-                          ("sglang:token_usage",), None),
+                          ("sglang:token_usage",), None, None, "sglang:prompt_tokens_total",
+                          "sglang:cached_tokens_total"),
     "llamacpp": StateSeries("llama.cpp", "llamacpp:requests_processing", "llamacpp:requests_deferred",
                             ("llamacpp:kv_cache_usage_ratio",), None),
 }
