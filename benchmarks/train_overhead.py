@@ -7,8 +7,9 @@ and step count, in the same process, measured in interleaved rounds (engine, bar
   its median step time (device-synchronised phases).
 - bare: the textbook loop — ``loss = model(input_ids=x, labels=x).loss; loss.backward(); opt.step();
   opt.zero_grad()`` — over the same batches (the engine's own ``TokenSource``), on a model the engine's
-  loader built once (same seed) with the same optimizer; two unmeasured warm-up steps as the engine's run
-  has; figure = training tokens ÷ the loop's wall time, and its median step time.
+  loader builds for the round (same seed, as the engine builds its own) with the same optimizer; two
+  unmeasured warm-up steps as the engine's run has; figure = training tokens ÷ the loop's wall time, and its
+  median step time.
 
 Prints one line per round, both medians, the overhead 1 − engine median ÷ bare median for tokens/s (exit 0
 when it is at most the target, 3 %, else 1) and for the step time, and the median of the rounds' own
@@ -79,12 +80,32 @@ def engine_round(store_dir: Path, args: argparse.Namespace, index: int) -> Round
     return s.training_tokens_per_s, float(s.step_time_s.p50 or 0.0), s.tokens_total / (cpu[1] - cpu[0])
 
 
-def bare_round(
-    loaded: LoadedModel, opt: Any, data: TokenSource, args: argparse.Namespace, dtype: str
-) -> Round:
+def bare_model(args: argparse.Namespace) -> tuple[LoadedModel, Any, TokenSource, str]:
+    """The model the engine's loader builds (same seed, fp32 weights), in training mode, with the same
+    optimizer and the engine's own batches: built anew for every round, as the engine builds its own."""
+    torch = import_torch()
+    plan = plan_model(args.model)
+    dev = select_device(args.device)
+    loaded = load_model(plan, dev, "fp32", seed=args.seed)
+    loaded.model.train()
+    loaded.model.config.use_cache = False
+    params = list(loaded.model.parameters())
+    opt = (
+        torch.optim.AdamW(params, lr=1e-4)
+        if args.optimizer == "adamw"
+        else torch.optim.SGD(params, lr=1e-4, momentum=0.9)
+    )
+    data = TokenSource(
+        vocab=plan.shape.vocab_size, seed=args.seed, batch=args.batch, seq_len=args.seq_len, accum=1, world=1
+    )
+    return loaded, opt, data, resolve_dtype(args.dtype, dev)
+
+
+def bare_round(args: argparse.Namespace) -> Round:
     """The same steps as a plain loop: training tokens ÷ the loop's wall time, its median step time, and
     training tokens per CPU second of the process."""
     torch = import_torch()
+    loaded, opt, data, dtype = bare_model(args)
     model, dev = loaded.model, loaded.device
     autocast = (
         torch.autocast(device_type=dev.type, dtype=getattr(torch, AUTOCAST_DTYPES[dtype]))
@@ -150,18 +171,6 @@ def main(argv: list[str] | None = None) -> int:
     plan = plan_model(args.model)
     dev = select_device(args.device)
     dtype = resolve_dtype(args.dtype, dev)
-    loaded = load_model(plan, dev, "fp32", seed=args.seed)  # fp32 weights, as the engine trains
-    loaded.model.train()
-    loaded.model.config.use_cache = False
-    params = list(loaded.model.parameters())
-    opt = (
-        torch.optim.AdamW(params, lr=1e-4)
-        if args.optimizer == "adamw"
-        else torch.optim.SGD(params, lr=1e-4, momentum=0.9)
-    )
-    data = TokenSource(
-        vocab=plan.shape.vocab_size, seed=args.seed, batch=args.batch, seq_len=args.seq_len, accum=1, world=1
-    )
     print(
         f"{plan.name} on {dev.text()}, {dtype} (fp32 weights), {threads} threads; {args.steps} steps of "
         f"{args.batch} × {args.seq_len} tokens per round, {args.optimizer}",
@@ -173,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="gpuledger-train-overhead-") as tmp:
         for i in range(args.rounds):
             rounds["engine"].append(engine_round(Path(tmp), args, i))
-            rounds["bare"].append(bare_round(loaded, opt, data, args, dtype))
+            rounds["bare"].append(bare_round(args))
             (e_rate, e_step, e_cpu), (b_rate, b_step, b_cpu) = rounds["engine"][-1], rounds["bare"][-1]
             print(
                 f"round {i + 1}: engine {e_rate:.2f} tok/s (step {e_step:.4f} s, {e_cpu:.2f} tok per CPU s), "
