@@ -305,3 +305,53 @@ def test_run_task_train_is_doctor_bench_cost_report(tmp_path: Path, cli: CLI) ->
     assert doc["metrics"]["training_tokens_per_s"] > 0 and doc["metrics"]["mfu_reason"].startswith("no peak")
     assert doc["cost"]["usd_per_1m_training_tokens"] > 0
     assert html.is_file() and "Loss per step" in html.read_text()
+
+
+def test_bench_like_repeats_a_training_runs_workload(tiny_llama_dir: Path, tmp_path: Path, cli: CLI) -> None:
+    db = f"sqlite:///{tmp_path / 's.sqlite'}"
+    code, out, err = cli(
+        "bench",
+        "--task",
+        "train",
+        "--model",
+        str(tiny_llama_dir),
+        "--batch-size",
+        "2",
+        "--seq-len",
+        "32",
+        "--grad-accum",
+        "2",
+        "--steps",
+        "3",
+        "--warmup-steps",
+        "1",
+        "--optimizer",
+        "sgd",
+        "--device",
+        "cpu",
+        "--no-telemetry",
+        "--db",
+        db,
+        "--json",
+    )
+    assert code == 0, err
+    first = json.loads(out)
+    code, out, err = cli(
+        "bench",
+        "--like",
+        first["id"],
+        "--steps",
+        "2",
+        "--device",
+        "cpu",
+        "--no-telemetry",
+        "--db",
+        db,
+        "--json",
+    )
+    assert code == 0, err
+    again = json.loads(out)
+    assert again["engine"] == "torch-train" and again["config"]["like"]["overridden"] == ["steps"]
+    c = again["config"]
+    assert (c["batch_size"], c["seq_len"], c["grad_accum"], c["optimizer"]) == (2, 32, 2, "sgd")
+    assert again["summary"]["steps_total"] == 2 and again["summary"]["tokens_per_step"] == 2 * 2 * 32

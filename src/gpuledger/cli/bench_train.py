@@ -133,6 +133,7 @@ def render_train_run(info: RunInfo) -> None:
         )
         tele = [
             f"{d.get('device')} {_gib(d.get('peak_memory_bytes'))}"
+            + (" machine RAM in use" if d.get("vendor") == "cpu" else " device memory in use")
             for d in info.telemetry_summary
             if d.get("peak_memory_bytes") is not None
         ]
