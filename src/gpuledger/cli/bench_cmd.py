@@ -19,6 +19,16 @@ from rich.markup import escape
 
 from gpuledger.bench.tasks import TASKS
 from gpuledger.cli.common import DbOpt, JsonOpt, console, err_console, print_json
+from gpuledger.cli.train_opts import (
+    CheckpointingOpt,
+    CompileOpt,
+    DataOpt,
+    GradAccumOpt,
+    LearningRateOpt,
+    OptimizerOpt,
+    SeqLenOpt,
+    WarmupStepsOpt,
+)
 from gpuledger.cli.workload_opts import (
     PrefixGroupsOpt,
     PrefixLenOpt,
@@ -465,33 +475,15 @@ def bench(
     negative_prompt: Annotated[
         str | None, typer.Option("--negative-prompt", help="image: the negative prompt.")
     ] = None,
-    # --task train (bench/train_flags.py, docs/train.md)
-    seq_len: Annotated[
-        int | None, typer.Option("--seq-len", help="train: tokens per sequence (default 512).")
-    ] = None,
-    grad_accum: Annotated[
-        int | None, typer.Option("--grad-accum", help="train: micro-batches per optimizer step (default 1).")
-    ] = None,
-    warmup_steps: Annotated[
-        int | None,
-        typer.Option("--warmup-steps", help="train: steps run first and not measured (default 2)."),
-    ] = None,
-    optimizer: Annotated[
-        str | None, typer.Option("--optimizer", help="train: adamw (default) or sgd (momentum 0.9).")
-    ] = None,
-    learning_rate: Annotated[
-        float | None,
-        typer.Option("--learning-rate", help="train: the optimizer's learning rate (default 1e-4)."),
-    ] = None,
-    activation_checkpointing: Annotated[
-        bool, typer.Option("--activation-checkpointing", help="train: recompute activations in the backward.")
-    ] = False,
-    compile_model: Annotated[bool, typer.Option("--compile", help="train: torch.compile the model.")] = False,
-    data: Annotated[
-        Path | None,
-        typer.Option("--data", help="train: a text or JSONL ({\"text\": ...} per line) file, tokenised with "
-                     "the model folder's tokenizer (default: random token ids)."),
-    ] = None,
+    # --task train (cli/train_opts.py, docs/train.md)
+    seq_len: SeqLenOpt = None,
+    grad_accum: GradAccumOpt = None,
+    warmup_steps: WarmupStepsOpt = None,
+    optimizer: OptimizerOpt = None,
+    learning_rate: LearningRateOpt = None,
+    activation_checkpointing: CheckpointingOpt = False,
+    compile_model: CompileOpt = False,
+    data: DataOpt = None,
     workers: Annotated[
         int,
         typer.Option("--workers", min=1, max=256, help="Send the load from N processes (each its own event "
@@ -560,7 +552,9 @@ def bench(
     check_workers(spec, workers)  # bench --workers N: the load must split N ways (exit 2)
     if ray is not None and workers < 2:
         raise UsageError("--ray places the load processes of --workers N (N ≥ 2) on a Ray cluster")
-    if _follows(spec):  # a data-parallel training run's other ranks: rank 0 stores and prints the run
+    from gpuledger.cli.bench_train import follows
+
+    if follows(spec):  # a data-parallel training run's other ranks: rank 0 stores and prints the run
         return
     if stored is not None and isinstance(spec, ServerSpec) and spec.dataset is not None:
         check_dataset(stored, spec.dataset.path)
@@ -599,23 +593,6 @@ def bench(
     finally:
         store.close()
     _emit(info, json_out)
-
-
-def _follows(spec: Any) -> bool:
-    """Run the steps of a rank other than 0 of a data-parallel training run (torchrun); False elsewhere."""
-    from gpuledger.records.trainspec import TrainSpec
-
-    if not isinstance(spec, TrainSpec):
-        return False
-    from gpuledger.engines.torch.distributed import process_rank
-
-    rank = process_rank()
-    if rank == 0:
-        return False
-    from gpuledger.cli.bench_train import follow
-
-    follow(spec, rank)
-    return True
 
 
 def _emit(info: RunInfo, json_out: bool) -> None:

@@ -169,6 +169,20 @@ def render_train_run(info: RunInfo) -> None:
     console.print(Text("run id: ") + Text(info.id, style="bold"))
 
 
+def follows(spec: object) -> bool:
+    """Run the steps of a rank other than 0 of a data-parallel training run (torchrun); False for rank 0 and
+    for every other kind of run (they go on as usual)."""
+    if not isinstance(spec, TrainSpec):
+        return False
+    from gpuledger.engines.torch.distributed import process_rank
+
+    rank = process_rank()
+    if rank == 0:
+        return False
+    follow(spec, rank)
+    return True
+
+
 def follow(spec: TrainSpec, rank: int) -> None:
     """A rank other than 0 of a data-parallel run: the same engine, the steps rank 0 names, until it stops."""
     from gpuledger.engines.torch.trainer import TrainEngine
