@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import typer.main
 
+import gpuledger.bench.replay  # noqa: F401 - registers the trace replay's driver
 from gpuledger.bench.drive import DRIVERS
 from gpuledger.cli.app import app
 from gpuledger.cli.main import main
@@ -28,7 +29,7 @@ from gpuledger.engines import (
 )
 from gpuledger.errors import UsageError
 from gpuledger.records import BenchSpec, ServerSpec
-from gpuledger.records.spec import BatchStage, ConcurrencyStage, RateStage
+from gpuledger.records.spec import BatchStage, ConcurrencyStage, RateStage, TraceStage
 from gpuledger.store import open_store
 from gpuledger.workload.load import LOAD_KINDS, load_from_flags
 
@@ -126,11 +127,13 @@ def test_the_cli_and_the_library_read_endpoints_and_urls_from_the_registry() -> 
 
 
 def test_every_stage_a_spec_can_make_has_a_registered_driver() -> None:
-    assert set(DRIVERS) == {ConcurrencyStage.RELEASE, RateStage.RELEASE, BatchStage.RELEASE}
+    releases = (ConcurrencyStage, RateStage, BatchStage, TraceStage)
+    assert set(DRIVERS) == {stage.RELEASE for stage in releases}
 
 
 def test_the_load_flags_choose_a_registered_pattern() -> None:
-    assert list(LOAD_KINDS) == ["sweep", "rate", "concurrency"]  # tried in this order
+    assert list(LOAD_KINDS) == ["trace", "sweep", "rate", "concurrency"]  # tried in this order
+    assert load_from_flags(trace=True, concurrency=4).kind == "trace"
     assert load_from_flags(sweep=(1, 2)).kind == "sweep"
     assert load_from_flags(rate=2.0, concurrency=4).kind == "rate"
     assert load_from_flags(concurrency=4).kind == "concurrency"
