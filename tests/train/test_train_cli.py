@@ -355,3 +355,71 @@ def test_bench_like_repeats_a_training_runs_workload(tiny_llama_dir: Path, tmp_p
     c = again["config"]
     assert (c["batch_size"], c["seq_len"], c["grad_accum"], c["optimizer"]) == (2, 32, 2, "sgd")
     assert again["summary"]["steps_total"] == 2 and again["summary"]["tokens_per_step"] == 2 * 2 * 32
+
+
+def test_ctrl_c_stops_every_rank_at_the_same_step_and_keeps_the_finished_ones(
+    tiny_llama_dir: Path, tmp_path: Path
+) -> None:
+    """Ctrl-C at a terminal reaches every rank: rank 0 stores the run as incomplete with its finished steps,
+    and both ranks end promptly (no rank left waiting in a collective)."""
+    import signal
+    import time
+
+    from gpuledger.store import open_store
+
+    db = f"sqlite:///{tmp_path / 's.sqlite'}"
+    args = [
+        "bench",
+        "--task",
+        "train",
+        "--model",
+        str(tiny_llama_dir),
+        "--batch-size",
+        "2",
+        "--seq-len",
+        "32",
+        "--steps",
+        "100000",
+        "--warmup-steps",
+        "1",
+        "--device",
+        "cpu",
+        "--no-telemetry",
+        "--db",
+        db,
+        "--json",
+    ]
+    env = {
+        **os.environ,
+        "WORLD_SIZE": "2",
+        "GPULEDGER_DIST_INIT_METHOD": f"file://{tmp_path / 'rendezvous'}",
+        "GLOO_SOCKET_IFNAME": "lo",
+        "OMP_NUM_THREADS": "1",
+        "GPULEDGER_DIST_TIMEOUT_S": "120",
+    }
+    logs = [(tmp_path / f"rank{r}.out", tmp_path / f"rank{r}.err") for r in (0, 1)]
+    ranks = [_rank(r, args, env, *logs[r]) for r in (0, 1)]
+    try:
+        deadline = time.monotonic() + 120
+        stored = 0
+        while stored < 3 and time.monotonic() < deadline:
+            time.sleep(0.5)
+            with open_store(db) as store:
+                runs = store.list_runs()
+                stored = len(store.get_requests(runs[0].id)) if runs else 0
+        assert stored >= 3, "rank 0 stored no steps"
+        for p in ranks:
+            os.killpg(p.pid, signal.SIGINT)
+        for p in ranks:
+            p.wait(timeout=60)
+    finally:
+        for p in ranks:
+            if p.poll() is None:
+                os.killpg(p.pid, 9)
+    (out0, err0), (_, err1) = ((o.read_text(), e.read_text()) for o, e in logs)
+    assert [p.returncode for p in ranks] == [130, 130], (err0, err1)
+    run = json.loads(out0)
+    s = run["summary"]
+    assert run["status"] == "incomplete" and s["interrupted"]["signal"] == "SIGINT"
+    assert s["steps_total"] == s["interrupted"]["finished_requests"] >= 3
+    assert "rank 1 stopped after" in err1

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from rich.markup import escape
 
 from gpuledger.cli.common import console, print_json
-from gpuledger.errors import EngineError, Interrupted
+from gpuledger.errors import EngineError, Interrupted, UsageError
 from gpuledger.records.training import TrainingSummary
 from gpuledger.records.trainspec import TrainSpec
 
@@ -105,8 +105,14 @@ def run_train(
     from gpuledger.cli.bench_cmd import environment_fingerprint
     from gpuledger.cli.run_cmd import _cost_step, _doctor_step, _report_step, _steps
     from gpuledger.cost import load_profile
+    from gpuledger.engines.torch.distributed import dist_env
     from gpuledger.store import open_store
 
+    if dist_env() is not None:
+        raise UsageError(
+            "run --task train is one process: train data-parallel with torchrun ... gpuledger bench --task "
+            "train (docs/train.md, 'Several GPUs')"
+        )
     prof: CostProfile | None = load_profile(profile) if profile else None
     missing: list[str] = []
     store = open_store(db)

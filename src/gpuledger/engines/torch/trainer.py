@@ -340,7 +340,8 @@ class TrainEngine:
         if self.group is not None:
             stop, _ = self.group.agree(False, index)
             if stop:
-                raise Interrupted("another rank stopped the run")
+                raise Interrupted("another rank of the data-parallel run was stopped (a signal reached it, "
+                                  "not rank 0): the finished steps are kept")
         if dev.type == "cpu" and index == -1 and self.spec.warmup_requests() >= 2:
             result, self.cpu_peak = cpu_allocator_peak(state, lambda: train_step(state, index, self._stop))
             return result
