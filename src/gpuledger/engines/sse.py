@@ -14,13 +14,11 @@ Which chunks are tokens (DESIGN.md: "TTFT: first content token received"):
   (``delta.role`` present). An empty text is a real token: the bytes of an incomplete UTF-8
   character (vLLM streams those with byte-level tokenizers) or an unprintable end-of-sequence token
   on the finish chunk — except when the final usage shows that the finish chunk carried no token.
-* Reasoning (``OpenAIStream.reasoning_counted``, ``first_reasoning_chunk``, ``first_answer_chunk``): a chunk
-  whose text came from ``delta.reasoning_content`` / ``delta.reasoning`` (vLLM, SGLang and DeepSeek's
-  reasoning parsers) is a reasoning chunk; so is the answer's text (``delta.content``, completions
-  ``text``) up to and including the chunk that holds the first ``</think>`` (DeepSeek-R1 style templates
-  put the opening ``<think>`` in the prompt), or all of it when its first non-blank text opens with
-  ``<think>`` and the block never closes (cut by ``max_tokens``). Every other content chunk, tool-call deltas
-  included, is an answer chunk. A chunk of k tokens (continuous usage) counts k.
+* Reasoning (``reasoning_counted``, ``first_reasoning_chunk``, ``first_answer_chunk``): a chunk whose text is
+  ``delta.reasoning_content`` / ``delta.reasoning`` (vLLM, SGLang, DeepSeek) is reasoning; so is the answer's
+  text up to and including the first ``</think>`` (DeepSeek-R1's template opens the block in the prompt), or
+  all of it when it opens with ``<think>`` and never closes. Every other content chunk, tool calls included,
+  is an answer chunk. A chunk of k tokens (continuous usage) counts k.
 * The answer ends at the choice's ``finish_reason``: later chunks carry no content (their usage,
   fingerprint and timings are still read). The stream ends at ``data: [DONE]``: nothing after it is
   read. A cumulative ``completion_tokens`` that is not an integer, goes down, or passes the request's
@@ -135,9 +133,7 @@ class OpenAIStream:
     __slots__ = (
         "_after_close",
         "_bytes",
-        "_c_chunks",
         "_c_first",
-        "_c_tokens",
         "_chat",
         "_close_chunks",
         "_close_tokens",
@@ -151,6 +147,7 @@ class OpenAIStream:
         "_max_line",
         "_opened",
         "_pending",
+        "_plain",
         "_pieces",
         "_r_chunks",
         "_r_first",
@@ -185,13 +182,11 @@ class OpenAIStream:
         self._chat = chat
         self._empty_finish_at = -1
         self._last_ct = 0
-        # Reasoning and answer chunks (the module docstring): reasoning-field chunks, content chunks, and the
-        # content up to the first </think> (_closed_at: the chunk that closed it, -1 until one does).
+        # Reasoning (module docstring); _closed_at: the chunk of the first </think> (-1: none yet).
         self._r_chunks = self._r_tokens = 0
-        self._c_chunks = self._c_tokens = 0
         self._close_chunks = self._close_tokens = 0
         self._r_first = self._c_first = self._after_close = self._closed_at = -1
-        self._decided = self._opened = False
+        self._decided = self._opened = self._plain = False
         self._max_line = max_line_bytes
         self._buf = b""  # the unfinished last line ...
         self._pieces: list[bytes] = []  # ... and the reads that continued it since (none usually)
@@ -256,6 +251,7 @@ class OpenAIStream:
         add_text = self.texts.append
         max_chunks = self._max_chunks
         answering = self.finish_reason is None  # after the finish no chunk is content
+        plain = self._plain
         for line in lines:
             if not line or not line.startswith(b"data:"):
                 continue  # blank separators, ": comments", "event:" / "id:" lines
@@ -324,7 +320,8 @@ class OpenAIStream:
                                 return n
                             add_time(t)
                             self.chunk_tokens.append(k)
-                            self._kind(text, thought, k)
+                            if thought or not plain or text and "</think>" in text:
+                                plain = self._kind(text, thought, k)
                             n += 1
                     elif text is not None and (text or not role):
                         if len(times) >= max_chunks:
@@ -333,7 +330,8 @@ class OpenAIStream:
                         add_time(t)
                         if self.continuous:
                             self.chunk_tokens.append(1)
-                        self._kind(text, thought, 1)
+                        if thought or not plain or text and "</think>" in text:
+                            plain = self._kind(text, thought, 1)
                         n += 1
                         if not text and fr is not None:
                             self._empty_finish_at = len(times)
@@ -367,38 +365,41 @@ class OpenAIStream:
             self._fail(f"SSE line over {self._max_line} bytes: the stream was stopped")
         return n
 
-    def _kind(self, text: str | None, thought: bool, k: int) -> None:
-        """Count the chunk just timed (``k`` tokens) as reasoning or answer (the module docstring)."""
+    def _kind(self, text: str | None, thought: bool, k: int) -> bool:
+        """Count the chunk just timed (``k`` tokens) as reasoning or answer; returns ``_plain`` (content
+        chunks that cannot change anything, ``_plain`` and no ``</think>``, skip this)."""
         at = len(self.chunk_times) - 1
         if thought:
             self._r_chunks += 1
             self._r_tokens += k
             if self._r_first < 0:
                 self._r_first = at
-            return
-        self._c_chunks += 1
-        self._c_tokens += k
+            return self._plain
         if self._c_first < 0:
             self._c_first = at
         if self._closed_at >= 0:
             if self._after_close < 0:
                 self._after_close = at
-            return
-        if text:
+        elif text:
             if not self._decided and not text.isspace():
                 self._decided = True
                 self._opened = text.lstrip().startswith("<think>")
             if "</think>" in text:
                 self._closed_at = at
-                self._close_chunks, self._close_tokens = self._c_chunks, self._c_tokens
+                self._close_chunks = at + 1 - self._r_chunks
+                self._close_tokens = (sum(self.chunk_tokens) if self.continuous else at + 1) - self._r_tokens
+        self._plain = self._decided and (self._closed_at < 0 or self._after_close >= 0)
+        return self._plain
 
     @property
     def reasoning_counted(self) -> int:
         """Tokens of the reasoning chunks, counted as ``tokens_counted`` counts."""
         closed = self._closed_at >= 0
-        chunks = self._close_chunks if closed else self._c_chunks if self._opened else 0
-        tokens = self._close_tokens if closed else self._c_tokens if self._opened else 0
-        return self._r_tokens + tokens if self.continuous else self._r_chunks + chunks
+        if self.continuous:
+            content = self.tokens_counted - self._r_tokens
+            return self._r_tokens + (self._close_tokens if closed else content if self._opened else 0)
+        content = len(self.chunk_times) - self._r_chunks
+        return self._r_chunks + (self._close_chunks if closed else content if self._opened else 0)
 
     @property
     def first_reasoning_chunk(self) -> int | None:
@@ -464,8 +465,6 @@ class OpenAIStream:
         ):
             self.chunk_times.pop()
             at = len(self.chunk_times)  # the closing chunk was an answer (content) chunk: no longer counted
-            self._c_chunks -= 1
-            self._c_tokens -= 1
             self._c_first = -1 if self._c_first == at else self._c_first
             self._after_close = -1 if self._after_close == at else self._after_close
 
