@@ -14,8 +14,8 @@ How sessions are released, by the stage:
 ``--num-requests`` and ``--duration`` count and time requests (turns), as for any run. A session takes its
 turns from the count when it starts (the last one to start may get fewer than it has; a session that breaks
 gives back the turns it will not send), so the sessions under way when the count is used up still send all
-theirs; once the time is up no turn is sent, and the sessions
-still going end there (the summary counts the sessions that sent all their turns). Each request's record says its session (the index of the session's
+theirs; once the time is up no turn is sent, and the sessions still going end there (the summary counts the
+sessions that sent all their turns). Each request's record says its session (the index of the session's
 first request), turn (from 1), the turns the session has, and the dataset conversation it replays
 (``server_timings["workload"]``, read by ``bench.workload_metrics``).
 """
