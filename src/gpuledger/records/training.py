@@ -202,7 +202,8 @@ class TrainingSummary(RunSummary):
         if self.seq_len is not None:
             parts.append(f"seq {self.seq_len}")
         if self.samples_per_step is not None:
-            parts.append(f"{self.samples_per_step:g} sequences per step")
+            n = self.samples_per_step
+            parts.append(f"{n:g} sequence{'' if n == 1 else 's'} per step")
         parts.extend(p for p in (self.dtype, self.optimizer) if p)
         if self.world_size > 1:
             parts.append(f"{self.world_size} ranks")
