@@ -5,6 +5,7 @@ turn."""
 from __future__ import annotations
 
 import json
+import signal
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -214,3 +215,22 @@ def test_session_flags_that_cannot_hold_are_one_line_and_exit_2(
     run = bench("--base-url", "http://127.0.0.1:9", *base, *flags)
     assert run.code == 2, run.output
     assert message in run.output
+
+
+def test_ctrl_c_during_sessions_keeps_the_finished_turns(tmp_path: Path) -> None:
+    from test_bench_prepare import generations, start_bench, stop, wait_for
+
+    with StreamServer(Scenario(tokens=2)) as srv:
+        proc = start_bench(srv.url, "--endpoint", "chat", "--dataset", "jsonl", "--dataset-path",
+                           str(conversations(tmp_path)), "--turns", "all", "--think-time", "0.5",
+                           "--num-requests", "12", "--concurrency", "2", "--warmup", "0")
+        try:
+            wait_for(lambda: len(generations(srv)) >= 2, 60, proc)
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            stop(proc)
+    assert proc.returncode == 130, err
+    doc = json.loads(out)
+    assert doc["status"] == "incomplete" and doc["summary"]["num_requests"] >= 2
+    assert doc["summary"]["sessions"]["complete"] == 0  # each was waiting its think time before turn 2

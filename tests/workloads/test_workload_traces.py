@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -194,3 +196,24 @@ def test_a_bad_trace_file_is_exit_4_and_a_missing_one_exit_3(
     assert run.code == 4 and "output_length must be a whole number" in run.output and not run.doc
     missing = bench("--base-url", srv.url, "--trace", str(tmp_path / "none.jsonl"))
     assert missing.code == 3 and "dataset file not found" in missing.output
+
+
+def test_ctrl_c_during_a_replay_keeps_what_finished_and_sends_nothing_more(tmp_path: Path) -> None:
+    from test_bench_prepare import generations, start_bench, stop, wait_for
+
+    trace = mooncake(tmp_path, n=30, gap_ms=100, input_len=20)
+    with StreamServer(Scenario()) as srv:
+        proc = start_bench(srv.url, "--trace", str(trace), "--warmup", "0")
+        try:
+            wait_for(lambda: len(generations(srv)) >= 3, 60, proc)
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=60)
+            sent = len(generations(srv))
+            time.sleep(0.3)  # the next arrivals were due: none of them is sent any more
+            assert len(generations(srv)) == sent
+        finally:
+            stop(proc)
+    assert proc.returncode == 130, err
+    doc = json.loads(out)
+    assert doc["status"] == "incomplete" and 3 <= doc["summary"]["num_requests"] <= sent < 30
+    assert doc["summary"]["interrupted"]["signal"] == "SIGINT"
