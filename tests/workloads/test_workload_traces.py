@@ -217,3 +217,12 @@ def test_ctrl_c_during_a_replay_keeps_what_finished_and_sends_nothing_more(tmp_p
     doc = json.loads(out)
     assert doc["status"] == "incomplete" and 3 <= doc["summary"]["num_requests"] <= sent < 30
     assert doc["summary"]["interrupted"]["signal"] == "SIGINT"
+
+
+def test_more_block_ids_than_the_longest_prompt_has_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"timestamp": 0, "input_length": 3, "output_length": 1,
+                                "hash_ids": list(range(20_000))}) + "\n")
+    with pytest.raises(InvalidInputError) as err:
+        read_trace(path)
+    assert '"hash_ids" must be a list of at most 19,532 block ids' in err.value.message

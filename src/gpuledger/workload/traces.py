@@ -46,6 +46,7 @@ BLOCK_TOKENS = 512  # Mooncake's hash block: the tokens each hash id stands for
 MAX_ARRIVALS = 1_000_000
 MAX_LENGTH = 10_000_000
 CACHED_BLOCKS = 4096
+MAX_BLOCKS = MAX_LENGTH // BLOCK_TOKENS + 1  # the blocks of the longest prompt
 
 
 class Trace:
@@ -119,10 +120,11 @@ def _jsonl(path: Path, data: bytes) -> tuple[str, list[Row]]:
                 )
         if fmt == "mooncake":
             ids = obj.get("hash_ids")
-            if ids is not None and (not isinstance(ids, list) or not all(
+            if ids is not None and (not isinstance(ids, list) or len(ids) > MAX_BLOCKS or not all(
                     type(h) is int and 0 <= h < 2**63 for h in ids)):
                 raise InvalidInputError(
-                    f'{where}: "hash_ids" must be a list of block ids (integers 0 or more)'
+                    f'{where}: "hash_ids" must be a list of at most {MAX_BLOCKS:,} block ids (integers 0 or '
+                    "more)"
                 )
             # Mooncake's timestamps are milliseconds.
             ts = _time(obj.get("timestamp"), where) / 1e3
