@@ -137,6 +137,13 @@ def test_a_comfyui_workflow_on_the_command_line(cli: Callable[..., tuple[int, st
         "2",
     )
     assert code == 0 and "images/min" in out and "run id:" in out
+    # `runs` lists an image run by what it made: images per second, not "no output tokens"
+    code, out, _ = cli("runs", "--json")
+    listed = json.loads(out)
+    assert code == 0 and len(listed) == 2
+    for row in listed:
+        assert row["rate"]["unit"] == "images/s" and row["rate"]["value"] > 0, row["rate"]
+        assert row["output_tokens_per_s"]["value"] is None and row["output_tokens_per_s"]["reason"]
 
 
 def test_a_ui_format_workflow_is_exit_2_in_one_line(

@@ -13,7 +13,6 @@ import orjson
 import pytest
 from store_factories import make_request, make_run, make_samples
 
-from gpuledger.cli.common import console
 from gpuledger.cli.main import main
 from gpuledger.cli.store_cmds import parse_since
 from gpuledger.errors import InvalidInputError
@@ -32,7 +31,9 @@ SUMMARY = TextGenerationSummary.model_validate(SUMMARY_DOC)
 
 @pytest.fixture(autouse=True)
 def _wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(console, "width", 200)
+    # COLUMNS, as a user's shell sets it (the console reads it when asked its width); setting the console's
+    # width attribute instead would outlive the test: its undo writes back the width it read, fixed
+    monkeypatch.setenv("COLUMNS", "200")
 
 
 def _url(store: Store) -> str:
@@ -84,10 +85,11 @@ def test_runs_table_shows_the_columns_with_units_and_reasons(
     live = sqlite_store.create_run(make_run(label="still-going"))
     code, out, err = _cli(capsys, "runs", "--db", _url(sqlite_store))
     assert code == 0 and err == ""
-    for header in ("id", "when", "label", "engine", "model", "status", "requests", "output rate"):
+    for header in ("id", "when", "label", "engine", "model", "status", "requests", "rate"):
         assert header in out
     done_line = next(line for line in out.splitlines() if done in line)
-    assert all(v in done_line for v in ("h200-bf16", "vllm", "llama-8b", "complete", "1,234.5 token/s"))
+    # the rate of the run's headline unit, with its unit (an image run would say images/s)
+    assert all(v in done_line for v in ("h200-bf16", "vllm", "llama-8b", "complete", "1,234.5 output tok/s"))
     live_line = next(line for line in out.splitlines() if live in line)
     assert "running" in live_line and "— (still running)" in live_line
 
@@ -129,8 +131,9 @@ def test_show_prints_header_summary_environment_and_telemetry(
     sqlite_store.save_cost_evaluation(run_id, "h200-rental", {"usd_per_hour": 3.5}, {"usd_per_1m": 0.79})
     code, out, _ = _cli(capsys, "show", run_id[:5], "--db", _url(sqlite_store))
     assert code == 0
-    for expected in (f"run {run_id}", "h200-bf16", "complete", "1,234.5 token/s", "3 / 1 (error rate 25.0%)",
-                     "TTFT", "sha256:e1", "cuda", "12.4", "NVIDIA H200", "62.0 %", "16.00 GiB", "410.0 W",
+    for expected in (f"run {run_id}", "h200-bf16", "complete", "1,234.5 output tok/s",
+                     "3 / 1 (error rate 25.0%)", "TTFT", "sha256:e1", "cuda", "12.4", "NVIDIA H200", "62.0 %",
+                     "16.00 GiB", "410.0 W",
                      "4,100 J (counter)", "h200-rental"):
         assert expected in out, expected
 

@@ -31,6 +31,13 @@ class SafeConsole(Console):
     holding "[/red]" interpolated into a markup string) is shown as it is instead of raising, and no
     hyperlink is written (gpuledger prints none, so any would come from injected markup)."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if kwargs.get("width") is None:
+            # rich reads COLUMNS once, here; the CLI's consoles live as long as the process, and a library
+            # caller (or a test) may change COLUMNS between commands: read it when the width is asked for.
+            self._width = None
+
     def render_str(self, text: str, **kwargs: Any) -> Text:
         safe = neutralise(clip(text))
         try:

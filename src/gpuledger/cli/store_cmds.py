@@ -93,6 +93,23 @@ def output_rate(run: RunInfo) -> Quantity:
     return Quantity(value, unit, source, "output tokens ÷ measured window")
 
 
+def headline_rate(run: RunInfo) -> Quantity:
+    """The rate of the run's headline unit (output tokens, images, training tokens, ...), or why there is
+    none: what `runs` lists for every kind of run."""
+    if run.summary is None:
+        return output_rate(run)
+    head = run.summary.headline()
+    if not head:
+        return Quantity.missing("units/s", "bench summary", "the summary records no work")
+    info = run.summary.unit(head)
+    rate = run.summary.rate(head)
+    origin = run.summary.origin()
+    source = origin.label if origin is not None else "bench summary"
+    if rate is None or not math.isfinite(rate):
+        return Quantity.missing(info.rate_text, source, "the window is empty")
+    return Quantity(rate, info.rate_text, source, f"{info.plural} ÷ measured window")
+
+
 def _rate_text(q: Quantity) -> str:
     return f"{q.value:,.1f} {q.unit}" if q.value is not None else f"{NA} ({q.reason})"
 
@@ -111,6 +128,7 @@ def run_listing(run: RunInfo) -> dict[str, Any]:
         "duration_s": run.duration_s,
         "finished_at": _iso(run.finished_at),
         "output_tokens_per_s": output_rate(run),
+        "rate": headline_rate(run),
     }
 
 
@@ -156,13 +174,13 @@ def runs(
         (
             r.id, _local(r.created_at), Text(r.label), Text(r.engine), Text(r.model),
             Text(r.status, style=colours.get(r.status, "")), f"{r.num_requests:,}",
-            _rate_text(output_rate(r)),
+            _rate_text(headline_rate(r)),
         )
         for r in found
     ]
     for u in found.unreadable:  # a corrupt row (store.list_runs): its id and why, the others as usual
         rows.append((u.id, NA, Text(u.reason), "", "", Text("unreadable", style="red"), "", ""))
-    columns = ("id", "when", "label", "engine", "model", "status", "requests", "output rate")
+    columns = ("id", "when", "label", "engine", "model", "status", "requests", "rate")
     grid = Grid(title, columns, tuple(rows), compact=True)
     if fit(grid, console.width) is None:
         # A narrow terminal: each run on a few lines (id over label, model over engine, rate over unit).
@@ -232,7 +250,9 @@ def _header_rows(run: RunInfo, env_hash: str | None) -> list[tuple[str, str]]:
 def _summary_rows(run: RunInfo) -> list[tuple[str, str]]:
     s = dump_summary(run.summary)
     unit = run.unit or "token"
-    rows: list[tuple[str, str]] = [("output rate", _rate_text(output_rate(run)))]
+    summary = run.summary
+    head = summary.unit(summary.headline()).plural if summary and summary.headline() else "output"
+    rows: list[tuple[str, str]] = [(f"{head} rate", _rate_text(headline_rate(run)))]
     origin = run.summary.origin() if run.summary is not None else None
     if origin is not None:
         rows.insert(0, ("origin", origin.label))
