@@ -99,7 +99,7 @@ def test_on_a_colour_terminal_only_gpuledgers_own_styles_are_escape_codes(
 
     monkeypatch.setattr(common, "console", make_console())
     monkeypatch.setattr(common, "err_console", make_console(stderr=True))
-    for module in ("store_cmds", "report_cmd", "cost_cmds"):
+    for module in ("store_cmds", "report_cmd", "cost_cmds", "cost_render", "bench_render"):
         mod = __import__(f"gpuledger.cli.{module}", fromlist=["console"])
         monkeypatch.setattr(mod, "console", common.console, raising=False)
         monkeypatch.setattr(mod, "err_console", common.err_console, raising=False)
@@ -124,7 +124,7 @@ def test_markup_in_a_label_neither_crashes_a_command_nor_makes_a_hyperlink(
     run = _import_with(golden_db, tmp_path, capsys, label=MARKUP, model=f"m{MARKUP}")
     monkeypatch.setenv("FORCE_COLOR", "1")
     monkeypatch.setenv("COLUMNS", "200")
-    for module in ("common", "store_cmds", "report_cmd", "cost_cmds"):
+    for module in ("common", "store_cmds", "report_cmd", "cost_cmds", "cost_render", "bench_render"):
         mod = __import__(f"gpuledger.cli.{module}", fromlist=["console"])
         monkeypatch.setattr(mod, "console", make_console(), raising=False)
         monkeypatch.setattr(mod, "err_console", make_console(stderr=True), raising=False)

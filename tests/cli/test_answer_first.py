@@ -51,7 +51,7 @@ def _invoke(args: list[str], columns: int, db: str) -> str:
 def _bench_text(store: Store, run_id: str, columns: int, capsys: pytest.CaptureFixture[str],
                 monkeypatch: pytest.MonkeyPatch) -> str:
     """What `gpuledger bench` printed at the end of this run (its renderer, on the stored run)."""
-    from gpuledger.cli.bench_cmd import render_run
+    from gpuledger.cli.bench_render import render_run
 
     monkeypatch.setenv("COLUMNS", str(columns))
     capsys.readouterr()

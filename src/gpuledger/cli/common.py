@@ -137,3 +137,15 @@ def print_json(obj: Any) -> None:
 def warn(message: str) -> None:
     """One ``warning:`` line on stderr; ``message`` is text, not markup (it often quotes a value)."""
     err_console.print(f"[yellow]warning:[/yellow] {escape(message)}")
+
+
+def environment_fingerprint() -> dict[str, Any]:
+    """This machine's stack (``gpuledger.lock.fingerprint()``), or ``{"error": why}`` when it cannot be
+    taken: stored with every run (``RunInfo.environment``)."""
+    from gpuledger.errors import GpuledgerError
+    from gpuledger.lock import fingerprint
+
+    try:
+        return dict(fingerprint())
+    except (GpuledgerError, OSError) as exc:
+        return {"error": f"environment fingerprint failed: {exc}"}

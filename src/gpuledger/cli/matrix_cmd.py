@@ -62,7 +62,7 @@ def _run(plan: Path, ray: str, db: str | None, resume: str | None, max_parallel:
 
     from gpuledger.bench.matrix import load_plan
     from gpuledger.bench.matrix_run import Events, check_where, run_matrix
-    from gpuledger.cli.bench_cmd import environment_fingerprint
+    from gpuledger.cli.common import environment_fingerprint
     from gpuledger.store import open_store
 
     loaded = load_plan(plan)

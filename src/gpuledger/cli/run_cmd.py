@@ -527,7 +527,7 @@ def _bench_step(
     """The chosen model measured in-process through the bench's run lifecycle; Ctrl-C keeps the finished
     requests as an incomplete run and ends the command (exit 130)."""
     from gpuledger.bench.runner import Hooks, run_bench_async
-    from gpuledger.cli.bench_cmd import environment_fingerprint
+    from gpuledger.cli.common import environment_fingerprint
     from gpuledger.engines.torch.engine import TorchEngine
 
     spec = choice.spec(device=device, label=label, memory_budget_bytes=budget)

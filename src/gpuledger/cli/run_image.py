@@ -92,7 +92,7 @@ def run_image(
     """The whole evaluation of an image run (the module docstring says which)."""
     from gpuledger.bench.image_flags import image_spec
     from gpuledger.bench.runner import Hooks, run_bench_async
-    from gpuledger.cli.bench_cmd import environment_fingerprint
+    from gpuledger.cli.common import environment_fingerprint
     from gpuledger.cli.run_cmd import _cost_step, _default_html_path, _doctor_step, _steps
     from gpuledger.cost import load_profile
     from gpuledger.store import open_store

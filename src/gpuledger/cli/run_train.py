@@ -102,7 +102,7 @@ def run_train(
     """The whole evaluation of a training run (the module docstring says which)."""
     from gpuledger.bench.runner import Hooks, run_bench_async
     from gpuledger.bench.train_flags import train_spec
-    from gpuledger.cli.bench_cmd import environment_fingerprint
+    from gpuledger.cli.common import environment_fingerprint
     from gpuledger.cli.run_cmd import _cost_step, _doctor_step, _report_step, _steps
     from gpuledger.cost import load_profile
     from gpuledger.engines.torch.distributed import dist_env

@@ -416,7 +416,7 @@ def show(
     else:
         console.print(f"{NA} (no environment fingerprint stored)", markup=False)
     if info.server.get("state"):
-        from gpuledger.cli.bench_cmd import render_state
+        from gpuledger.cli.bench_render import render_state
 
         console.rule("server state", align="left")
         render_state(info.server["state"])
