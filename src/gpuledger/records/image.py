@@ -24,13 +24,22 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from gpuledger.quantity import Quantity
+from gpuledger.records.itemstats import (
+    MAX_EXAMPLES,
+    item_counts,
+    latency_of,
+    per_window,
+    percentile_figures,
+    timing_in,
+    window_of,
+)
 from gpuledger.records.load import ConcurrencyStage, Stage
 from gpuledger.records.run import RequestRecord
 from gpuledger.records.spec import BenchSpec, SpecModel
-from gpuledger.records.summary import ErrorExample, RunSummary, Strict
+from gpuledger.records.summary import EMPTY_WINDOW, WINDOW, RunSummary, Strict, measured
 from gpuledger.records.textgen import Latency
 from gpuledger.records.units import Work, register_unit
 
@@ -44,7 +53,6 @@ MAX_THUMBNAILS = 4
 THUMBNAIL_PX = 96
 # A thumbnail larger than this (base64 characters) is not kept: a hostile server's "PNG" stays out.
 MAX_THUMBNAIL_CHARS = 64_000
-_MAX_EXAMPLES = 10
 
 ImageEngineName = Literal["diffusers", "comfyui", "openai-images"]
 
@@ -200,13 +208,7 @@ class ImageTiming(Strict):
 
 def timing_of(record: RequestRecord) -> ImageTiming | None:
     """The request's image timing, or None when the record has none (or a malformed one)."""
-    raw = (record.server_timings or {}).get(TIMING_KEY)
-    if not isinstance(raw, dict):
-        return None
-    try:
-        return ImageTiming.model_validate(raw)
-    except ValidationError:
-        return None
+    return timing_in(record, TIMING_KEY, ImageTiming)
 
 
 class StageTimes(Strict):
@@ -277,35 +279,12 @@ class ImageSummary(RunSummary):
 
     def key_figures(self) -> list[tuple[str, Quantity]]:
         out = super().key_figures()
-        per_min = self.images_per_min
-        out.append(
-            (
-                "images per minute",
-                Quantity(per_min, "images/min", "measured", "over the measured window")
-                if per_min is not None
-                else Quantity.missing("images/min", "measured", "the window is empty"),
-            )
-        )
-        spi = self.seconds_per_image
-        for pct in ("p50", "p99"):
-            value = spi.get(pct)
-            out.append(
-                (
-                    f"s/image {pct}",
-                    Quantity(value, "s", "measured", f"{spi.n} requests")
-                    if value is not None
-                    else Quantity.missing("s", "measured", "no request finished"),
-                )
-            )
-        it = self.step_it_per_s.get("p50")
-        out.append(
-            (
-                "denoising it/s p50",
-                Quantity(it, "steps/s", "measured", f"{self.step_it_per_s.n} requests, per request")
-                if it is not None
-                else Quantity.missing("steps/s", "measured", "the engine does not report steps"),
-            )
-        )
+        out.append(("images per minute", measured(self.images_per_min, "images/min", WINDOW, EMPTY_WINDOW)))
+        spi, it = self.seconds_per_image, self.step_it_per_s
+        out.extend(percentile_figures("s/image", spi, "s", f"{spi.n} requests", "no request finished"))
+        per_request = f"{it.n} requests, per request"
+        steps_missing = "the engine does not report steps"
+        out.append(("denoising it/s p50", measured(it.get("p50"), "steps/s", per_request, steps_missing)))
         return out
 
     def fidelity_notes(self) -> list[str]:
@@ -338,48 +317,9 @@ class ImageSummary(RunSummary):
         return ", ".join(parts)
 
     def with_window(self, scale: float) -> ImageSummary:
-        def times(v: float | None) -> float | None:
-            return None if v is None else v * scale
-
-        return self.model_copy(
-            update={
-                "window_s": self.window_s / scale,
-                "images_per_s": times(self.images_per_s),
-                "images_per_min": times(self.images_per_min),
-                "denoise_steps_per_s": times(self.denoise_steps_per_s),
-                "requests_per_s": times(self.requests_per_s),
-            }
+        return self.rates_scaled(
+            scale, ("images_per_s", "images_per_min", "denoise_steps_per_s", "requests_per_s")
         )
-
-
-def _stats(values: Sequence[float]) -> Latency:
-    v = sorted(values)
-    n = len(v)
-    if n == 0:
-        return Latency(n=0)
-
-    def pct(q: float) -> float:
-        pos = (n - 1) * q / 100.0
-        lo = math.floor(pos)
-        hi = min(lo + 1, n - 1)
-        return v[lo] + (v[hi] - v[lo]) * (pos - lo)
-
-    mean = math.fsum(v) / n
-    return Latency(
-        mean=mean,
-        p50=pct(50),
-        p90=pct(90),
-        p95=pct(95),
-        p99=pct(99),
-        std=math.sqrt(math.fsum((x - mean) ** 2 for x in v) / n),
-        min=v[0],
-        max=v[-1],
-        n=n,
-    )
-
-
-def _error_kind(error: str) -> str:
-    return error.split(":", 1)[0].strip()[:80] or "error"
 
 
 def summarize_images(
@@ -391,11 +331,8 @@ def summarize_images(
     held the engine too); rates count the successful requests' images and steps."""
     if not records:
         return ImageSummary(model=model, scheduler=scheduler)
-    start = min(r.t_send for r in records)
-    end = max((r.t_end if r.t_end is not None else r.t_send) for r in records)
-    window = max(end - start, 0.0)
+    window = window_of(records)
     ok = [r for r in records if r.ok]
-    failed = [r for r in records if not r.ok]
     timings = {r.index: timing_of(r) for r in records}
 
     images = 0
@@ -449,42 +386,31 @@ def summarize_images(
             if len(thumbs) < MAX_THUMBNAILS:
                 thumbs.append(th)
         for note in t.notes or []:
-            if note not in notes and len(notes) < _MAX_EXAMPLES:
+            if note not in notes and len(notes) < MAX_EXAMPLES:
                 notes.append(note)
     for entry in node_runs.values():
         timed = entry.runs - entry.cached
         entry.mean_s = entry.total_s / timed if timed else None
 
-    errors = Counter(_error_kind(r.error or "") for r in failed)
-    examples = [ErrorExample(index=r.index, error=(r.error or "")[:500]) for r in failed[:_MAX_EXAMPLES]]
     top_resolution = resolutions.most_common(1)[0][0] if resolutions else None
     steps_per_image: float | None = None
     if step_counts:
         weighted = sum(int(k) * v for k, v in step_counts.items())
         steps_per_image = weighted / sum(step_counts.values())
 
-    def rate(count: float) -> float | None:
-        return count / window if window > 0 else None
-
-    images_per_s = rate(images)
+    images_per_s = per_window(images, window)
     return ImageSummary(
-        window_s=window,
-        num_requests=len(records),
-        num_ok=len(ok),
-        num_failed=len(failed),
-        error_rate=len(failed) / len(records),
-        errors=dict(errors) if errors else None,
-        error_examples=examples or None,
+        **item_counts(records, window),
         images_total=images,
         steps_total=steps,
         images_per_s=images_per_s,
         images_per_min=None if images_per_s is None else images_per_s * 60,
-        denoise_steps_per_s=rate(steps) if steps else None,
-        requests_per_s=rate(len(ok)),
-        seconds_per_image=_stats(per_image),
-        request_s=_stats(latency),
-        step_it_per_s=_stats(it_per_s),
-        stage_times=StageTimes(**{k: _stats(v) for k, v in stage_values.items()}),
+        denoise_steps_per_s=per_window(steps, window) if steps else None,
+        requests_per_s=per_window(len(ok), window),
+        seconds_per_image=latency_of(per_image),
+        request_s=latency_of(latency),
+        step_it_per_s=latency_of(it_per_s),
+        stage_times=StageTimes(**{k: latency_of(v) for k, v in stage_values.items()}),
         peak_memory_bytes=peak,
         engine=engine,
         model=model,

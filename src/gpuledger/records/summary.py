@@ -15,7 +15,7 @@ without a marker (schema 1: written before the summary was typed — always text
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -28,6 +28,17 @@ from gpuledger.records.validity import Verdict
 SCHEMA_KEY = "$schema"
 SCHEMA_VERSION = 2
 DEFAULT_KIND = "text_generation"
+# How a rate over the run's window is measured, and why it is missing when the window is empty.
+WINDOW = "over the measured window"
+EMPTY_WINDOW = "the window is empty"
+
+
+def measured(value: float | None, unit: str, method: str, missing: str) -> Quantity:
+    """A figure the run measured (source ``measured``, ``method`` saying over what), or, when ``value`` is
+    None, missing with the reason ``missing``."""
+    if value is None:
+        return Quantity.missing(unit, "measured", missing)
+    return Quantity(value, unit, "measured", method)
 
 
 class Strict(BaseModel):
@@ -126,13 +137,7 @@ class RunSummary(Strict):
         if not head:
             return []
         info = self.unit(head)
-        rate = self.rate(head)
-        fig = (
-            Quantity(rate, info.rate_text, "measured", "over the measured window")
-            if rate is not None
-            else Quantity.missing(info.rate_text, "measured", "the window is empty")
-        )
-        return [(info.plural, fig)]
+        return [(info.plural, measured(self.rate(head), info.rate_text, WINDOW, EMPTY_WINDOW))]
 
     def origin(self) -> Origin | None:
         """Where the figures come from when the run did not measure them itself (a published point:
@@ -189,7 +194,16 @@ class RunSummary(Strict):
 
     def with_window(self, scale: float) -> RunSummary:
         """The same work done ``scale`` times faster (a what-if): rates x scale, window ÷ scale."""
-        return self.model_copy(update={"window_s": self.window_s / scale})
+        return self.rates_scaled(scale, ())
+
+    def rates_scaled(self, scale: float, rates: Iterable[str]) -> Self:
+        """A copy with the window ÷ ``scale`` and each field named in ``rates`` (a per-second figure, or one
+        in proportion to it) × ``scale``; a rate that is None stays None."""
+        update: dict[str, Any] = {"window_s": self.window_s / scale}
+        for key in rates:
+            value = getattr(self, key)
+            update[key] = None if value is None else value * scale
+        return self.model_copy(update=update)
 
 
 class WorkSummary(RunSummary):

@@ -20,15 +20,22 @@ number (from 0), and its ``TrainStep`` under ``server_timings["train"]``; its to
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from gpuledger.quantity import Quantity
+from gpuledger.records.itemstats import (
+    item_counts,
+    latency_of,
+    per_window,
+    percentile_figures,
+    timing_in,
+    window_of,
+)
 from gpuledger.records.run import RequestRecord
-from gpuledger.records.summary import ErrorExample, RunSummary, Strict
+from gpuledger.records.summary import EMPTY_WINDOW, WINDOW, RunSummary, Strict, measured
 from gpuledger.records.textgen import Latency
 from gpuledger.records.units import Work, register_unit
 
@@ -40,7 +47,6 @@ TIMING_KEY = "train"
 # The loss curve a summary keeps: every step up to this many, else an even sample of them (the first and
 # the last always in it); the step records keep every one.
 MAX_CURVE_POINTS = 2000
-_MAX_EXAMPLES = 10
 
 
 class TrainStep(Strict):
@@ -65,13 +71,7 @@ class TrainStep(Strict):
 
 def step_of(record: RequestRecord) -> TrainStep | None:
     """The step's timing, or None when the record has none (or a malformed one)."""
-    raw = (record.server_timings or {}).get(TIMING_KEY)
-    if not isinstance(raw, dict):
-        return None
-    try:
-        return TrainStep.model_validate(raw)
-    except ValidationError:
-        return None
+    return timing_in(record, TIMING_KEY, TrainStep)
 
 
 class LossPoint(Strict):
@@ -150,31 +150,13 @@ class TrainingSummary(RunSummary):
     def key_figures(self) -> list[tuple[str, Quantity]]:
         out = super().key_figures()
         st = self.step_time_s
-        for pct in ("p50", "p99"):
-            value = st.get(pct)
-            out.append(
-                (
-                    f"step time {pct}",
-                    Quantity(value, "s", "measured", f"{st.n} steps, device synchronised")
-                    if value is not None
-                    else Quantity.missing("s", "measured", "no step finished"),
-                )
-            )
-        out.append(
-            (
-                "samples/s",
-                Quantity(self.samples_per_s, "samples/s", "measured", "over the measured window")
-                if self.samples_per_s is not None
-                else Quantity.missing("samples/s", "measured", "the window is empty"),
-            )
+        out.extend(
+            percentile_figures("step time", st, "s", f"{st.n} steps, device synchronised", "no step finished")
         )
+        out.append(("samples/s", measured(self.samples_per_s, "samples/s", WINDOW, EMPTY_WINDOW)))
+        loss = "cross-entropy, mean over the step's micro-batches"
         for label, value in (("loss, first step", self.loss_first), ("loss, last step", self.loss_last)):
-            out.append((
-                label,
-                Quantity(value, "", "measured", "cross-entropy, mean over the step's micro-batches")
-                if value is not None
-                else Quantity.missing("", "measured", "no finite loss"),
-            ))
+            out.append((label, measured(value, "", loss, "no finite loss")))
         out.append(("MFU", self.mfu_quantity()))
         return out
 
@@ -210,46 +192,9 @@ class TrainingSummary(RunSummary):
         return ", ".join(parts)
 
     def with_window(self, scale: float) -> TrainingSummary:
-        def times(v: float | None) -> float | None:
-            return None if v is None else v * scale
-
-        return self.model_copy(
-            update={
-                "window_s": self.window_s / scale,
-                "training_tokens_per_s": times(self.training_tokens_per_s),
-                "steps_per_s": times(self.steps_per_s),
-                "samples_per_s": times(self.samples_per_s),
-                "model_flops_per_s": times(self.model_flops_per_s),
-                "mfu": times(self.mfu),
-            }
+        return self.rates_scaled(
+            scale, ("training_tokens_per_s", "steps_per_s", "samples_per_s", "model_flops_per_s", "mfu")
         )
-
-
-def latency_of(values: Sequence[float]) -> Latency:
-    """Mean, percentiles (linear interpolation), population std, min and max of ``values``."""
-    v = sorted(values)
-    n = len(v)
-    if n == 0:
-        return Latency(n=0)
-
-    def pct(q: float) -> float:
-        pos = (n - 1) * q / 100.0
-        lo = math.floor(pos)
-        hi = min(lo + 1, n - 1)
-        return v[lo] + (v[hi] - v[lo]) * (pos - lo)
-
-    mean = math.fsum(v) / n
-    return Latency(
-        mean=mean,
-        p50=pct(50),
-        p90=pct(90),
-        p95=pct(95),
-        p99=pct(99),
-        std=math.sqrt(math.fsum((x - mean) ** 2 for x in v) / n),
-        min=v[0],
-        max=v[-1],
-        n=n,
-    )
 
 
 def _curve(steps: Sequence[TrainStep]) -> tuple[list[LossPoint], int]:
@@ -258,10 +203,6 @@ def _curve(steps: Sequence[TrainStep]) -> tuple[list[LossPoint], int]:
     if steps and chosen[-1] is not steps[-1]:
         chosen.append(steps[-1])
     return [LossPoint(step=s.step, loss=s.loss, step_s=s.step_s) for s in chosen], stride
-
-
-def _error_kind(error: str) -> str:
-    return error.split(":", 1)[0].strip()[:80] or "error"
 
 
 def summarize_training(
@@ -293,20 +234,13 @@ def summarize_training(
     )
     if not records:
         return TrainingSummary(**base, mfu_reason=mfu_reason or "no step was measured")
-    start = min(r.t_send for r in records)
-    end = max((r.t_end if r.t_end is not None else r.t_send) for r in records)
-    window = max(end - start, 0.0)
-    failed = [r for r in records if not r.ok]
+    window = window_of(records)
     steps = sorted((s for r in records if r.ok and (s := step_of(r)) is not None), key=lambda s: s.step)
     unreadable = sum(1 for r in records if r.ok and step_of(r) is None)
     tokens = sum(s.tokens for s in steps)
     samples = sum(s.samples for s in steps)
     finite = [s.loss for s in steps if s.loss is not None]
-
-    def rate(count: float) -> float | None:
-        return count / window if window > 0 else None
-
-    tokens_per_s = rate(tokens)
+    tokens_per_s = per_window(tokens, window)
     achieved = tokens_per_s * flops_per_token if tokens_per_s is not None and flops_per_token else None
     mfu: float | None = None
     reason = mfu_reason
@@ -316,25 +250,15 @@ def summarize_training(
         reason = "no step was measured" if not steps else "the run recorded no peak FLOP/s"
     curve, stride = _curve(steps)
     notes = [f"{unreadable} step record(s) without their timing were left out"] if unreadable else []
-    errors = Counter(_error_kind(r.error or "") for r in failed)
     return TrainingSummary(
         **base,
-        window_s=window,
-        num_requests=len(records),
-        num_ok=len(records) - len(failed),
-        num_failed=len(failed),
-        error_rate=len(failed) / len(records),
-        errors=dict(errors) if errors else None,
-        error_examples=[
-            ErrorExample(index=r.index, error=(r.error or "")[:500]) for r in failed[:_MAX_EXAMPLES]
-        ]
-        or None,
+        **item_counts(records, window),
         steps_total=len(steps),
         tokens_total=tokens,
         samples_total=samples,
         training_tokens_per_s=tokens_per_s,
-        steps_per_s=rate(len(steps)),
-        samples_per_s=rate(samples),
+        steps_per_s=per_window(len(steps), window),
+        samples_per_s=per_window(samples, window),
         step_time_s=latency_of([s.step_s for s in steps]),
         forward_s=latency_of([s.forward_s for s in steps]),
         backward_s=latency_of([s.backward_s for s in steps]),
