@@ -128,15 +128,38 @@ class GenerationSettings(SpecModel):
     timestamps: str
 
 
-class TorchSpec(BenchSpec):
+class TorchModelSpec(BenchSpec):
+    """What the specs of the in-process engines share (inference: ``TorchSpec``; training: ``TrainSpec`` in
+    ``records/trainspec.py``): the model asked for, the device and the dtype (``auto`` until the engine
+    chooses). A base only: it registers no kind."""
+
+    model: TorchModel | None = None
+    device: str | None = None
+    dtype: str | None = None
+
+    @property
+    def model_spec(self) -> str:
+        return self.model.spec if self.model is not None else ""
+
+    def model_name(self) -> str | None:
+        """The planned model's name, else the spec as asked (None: no model)."""
+        return (self.model.name or self.model.spec) if self.model is not None else None
+
+    def check_model(self) -> None:
+        """``ValueError`` (a validator's one-line message) when the model asked for is blank."""
+        if self.model is not None and not self.model.spec.strip():
+            raise ValueError("--model must not be empty")
+
+    def precision(self) -> str | None:
+        return self.dtype if self.dtype != "auto" else None
+
+
+class TorchSpec(TorchModelSpec):
     """A run of the in-process PyTorch engine (``engine: torch``); see the module docstring."""
 
     KIND: ClassVar[str] = "torch"
     LEGACY_ENGINES: ClassVar[tuple[str, ...]] = ("torch",)
 
-    model: TorchModel | None = None
-    device: str | None = None
-    dtype: str | None = None
     batch_size: int | None = None
     concurrency: int | None = None  # = batch_size: every sequence of a batch is in flight together
     input_tokens: int | None = None
@@ -162,8 +185,7 @@ class TorchSpec(BenchSpec):
         for flag, value in counts:
             if value is not None and value < 1:
                 raise ValueError(f"{flag} must be at least 1 (got {value})")
-        if self.model is not None and not self.model.spec.strip():
-            raise ValueError("--model must not be empty")
+        self.check_model()
         cap = self.max_duration_s
         if cap is not None and not (math.isfinite(cap) and cap > 0):
             raise ValueError(f"the time cap must be a positive number of seconds, got {self.max_duration_s}")
@@ -180,10 +202,6 @@ class TorchSpec(BenchSpec):
         (the validator refuses it with the number given)."""
         n = requests if requests is not None else batch_size
         return math.ceil(n / batch_size) * batch_size if n >= 1 and batch_size >= 1 else n
-
-    @property
-    def model_spec(self) -> str:
-        return self.model.spec if self.model is not None else ""
 
     def token_lengths(self) -> tuple[int, int]:
         """(input, output) tokens per request (128 each when the spec does not say)."""
@@ -218,9 +236,6 @@ class TorchSpec(BenchSpec):
             return self.num_parameters
         return self.model.params if self.model is not None else None
 
-    def precision(self) -> str | None:
-        return self.dtype if self.dtype != "auto" else None
-
     def fixed_concurrency(self) -> int | None:
         return self.batch_size or self.concurrency
 
@@ -252,6 +267,7 @@ __all__ = [
     "MemoryEstimate",
     "ModelShape",
     "TorchModel",
+    "TorchModelSpec",
     "TorchSpec",
     "gib",
     "upgrade_v1",

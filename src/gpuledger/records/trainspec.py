@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
 from pydantic import Field, model_validator
 
 from gpuledger.records.load import ConcurrencyStage, Stage
-from gpuledger.records.spec import BenchSpec, SpecModel, TokenIdDataset
-from gpuledger.records.torchspec import TorchModel, gib
+from gpuledger.records.spec import SpecModel, TokenIdDataset
+from gpuledger.records.torchspec import TorchModelSpec, gib
 from gpuledger.records.training import summarize_training
 
 if TYPE_CHECKING:
@@ -131,15 +131,12 @@ class TrainMemoryEstimate(SpecModel):
         return f"needs ~{gib(self.total_bytes)} ({parts}); available {free} ({self.available_source})"
 
 
-class TrainSpec(BenchSpec):
+class TrainSpec(TorchModelSpec):
     """A training run of the in-process PyTorch engine; see the module docstring."""
 
     KIND: ClassVar[str] = "training"
     LEGACY_ENGINES: ClassVar[tuple[str, ...]] = ()
 
-    model: TorchModel | None = None
-    device: str | None = None
-    dtype: str | None = None
     batch_size: int | None = None
     seq_len: int | None = None
     grad_accum: int | None = None
@@ -175,8 +172,7 @@ class TrainSpec(BenchSpec):
             value = getattr(self, field)
             if value is not None and not low <= value <= high:
                 raise ValueError(f"{flag} must be between {low} and {high:,}, got {value}")
-        if self.model is not None and not self.model.spec.strip():
-            raise ValueError("--model must not be empty")
+        self.check_model()
         if self.dtype is not None and self.dtype not in TRAIN_DTYPES:
             raise ValueError(f"--dtype must be one of {', '.join(TRAIN_DTYPES)}, got {self.dtype!r}")
         if self.optimizer is not None and self.optimizer not in OPTIMIZERS:
@@ -187,10 +183,6 @@ class TrainSpec(BenchSpec):
         if self.world_size is not None and self.world_size < 1:
             raise ValueError(f"the world size must be at least 1, got {self.world_size}")
         return self
-
-    @property
-    def model_spec(self) -> str:
-        return self.model.spec if self.model is not None else ""
 
     def micro_batch(self) -> int:
         return self.batch_size or 1
@@ -240,7 +232,7 @@ class TrainSpec(BenchSpec):
         data = self.data or TrainData()
         out: dict[str, Any] = {
             "task": "train",
-            "model": (self.model.name or self.model.spec) if self.model is not None else None,
+            "model": self.model_name(),
             "seq_len": self.sequence_length(),
             "batch_size": self.micro_batch(),
             "grad_accum": self.accumulation(),
@@ -263,10 +255,9 @@ class TrainSpec(BenchSpec):
         return out
 
     def summarize(self, records: Sequence[RequestRecord]) -> RunSummary | None:
-        model = (self.model.name or self.model.spec) if self.model is not None else None
         return summarize_training(
             records,
-            model=model,
+            model=self.model_name(),
             dtype=self.dtype,
             optimizer=self.optimizer,
             seq_len=self.seq_len,
@@ -283,9 +274,6 @@ class TrainSpec(BenchSpec):
         if self.num_parameters is not None:
             return self.num_parameters
         return self.model.params if self.model is not None else None
-
-    def precision(self) -> str | None:
-        return self.dtype if self.dtype != "auto" else None
 
 
 __all__ = [
