@@ -17,6 +17,7 @@ import pytest
 from comfy_replay import Knobs, ReplayServer
 
 from gpuledger.cli.main import main
+from gpuledger.store.engine import data_dir
 
 CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "captures" / "comfyui"
 
@@ -206,6 +207,41 @@ def test_run_task_image_is_doctor_bench_cost_report(
     assert doc["metrics"]["images"] == 8 and doc["metrics"]["seconds_per_image_p50"] > 0
     assert doc["cost"]["usd_per_1k_images"] > 0 and doc["doctor"] is not None
     assert html.is_file() and '<img src="data:image/png;base64,' in html.read_text()
+
+
+@pytest.mark.slow
+def test_run_task_image_without_html_writes_the_report_into_the_reports_folder_it_creates(
+    cli: Callable[..., tuple[int, str, str]],
+) -> None:
+    assert not (data_dir() / "reports").exists()  # a fresh data dir: the folder is run's own to create
+    code, out, err = cli("run", "--task", "image", "--profile", "cpu-cloud", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["missing"] == []
+    assert doc["report_html"] == str(data_dir().resolve() / "reports" / f"run-{doc['run_id']}.html")
+    assert '<img src="data:image/png;base64,' in Path(doc["report_html"]).read_text()
+
+
+@pytest.mark.slow
+def test_run_task_image_whose_every_image_failed_is_exit_6_pointing_at_show(
+    cli: Callable[..., tuple[int, str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import diffusers
+
+    call = diffusers.StableDiffusionPipeline.__call__
+    calls: list[int] = []
+
+    def device_lost_after_the_warmup(self: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            return call(self, **kwargs)
+        raise RuntimeError("CUDA error: device lost")
+
+    monkeypatch.setattr(diffusers.StableDiffusionPipeline, "__call__", device_lost_after_the_warmup)
+    code, _, err = cli("run", "--task", "image", "--model", "dummy:tiny-sd", "--profile", "cpu-cloud")
+    assert code == 6 and "every image request failed" in err and "Traceback" not in err
+    run_id = err.split("run ", 1)[1].split(":", 1)[0]
+    assert f"gpuledger show {run_id}" in err
 
 
 def test_bench_like_repeats_an_image_runs_workload(

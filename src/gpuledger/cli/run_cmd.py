@@ -10,39 +10,31 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
 
-from gpuledger.cli.common import DbOpt, JsonOpt, console, err_console, print_json
-from gpuledger.cli.files import check_target, write_output
-from gpuledger.errors import (
-    EngineError,
-    GpuledgerError,
-    Interrupted,
-    InvalidInputError,
-    MissingDependencyError,
-    UsageError,
+from gpuledger.cli.common import DbOpt, JsonOpt, console, print_json
+from gpuledger.cli.files import check_target
+from gpuledger.cli.run_steps import (
+    NA,
+    Steps,
+    cost_step,
+    doctor_step,
+    num,
+    raise_if_stopped,
+    report_step,
+    steps,
 )
+from gpuledger.errors import EngineError, InvalidInputError, MissingDependencyError, UsageError
 from gpuledger.records import dump_summary
 
 if TYPE_CHECKING:
     from gpuledger.bench.choice import RunChoice
-    from gpuledger.cost import CostProfile, RunCost
+    from gpuledger.cost import RunCost
     from gpuledger.engines.torch.device import DeviceInfo
     from gpuledger.engines.torch.models import ModelPlan
     from gpuledger.quantity import Quantity
@@ -51,113 +43,8 @@ if TYPE_CHECKING:
     from gpuledger.report.model import Answer
     from gpuledger.store import Store
 
-NA = "n/a"
 # --memory-budget: at most 1 PiB, more than any device has (docs/contracts.md, "Which inputs are bounded").
 MAX_MEMORY_BUDGET_GIB = 2**20
-
-
-class _Steps:
-    """One progress display on stderr: a spinner line per phase and a bar for requests."""
-
-    def __init__(self, progress: Progress) -> None:
-        self.progress = progress
-        self.task: TaskID = progress.add_task("starting", total=None)
-
-    def phase(self, text: str) -> None:
-        self.progress.update(self.task, description=escape(text), total=None, completed=0)
-
-    def advance(self, done: int, total: int | None) -> None:
-        self.progress.update(self.task, total=total, completed=done)
-
-
-@contextmanager
-def _steps() -> Iterator[_Steps]:
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-    ) as progress:
-        yield _Steps(progress)
-
-
-def _default_html_path(run_id: str) -> Path:
-    from gpuledger.store.engine import data_dir
-
-    return data_dir() / "reports" / f"run-{run_id}.html"
-
-
-def _doctor_step(store: Store, missing: list[str]) -> dict[str, Any] | None:
-    from gpuledger.doctor import run_doctor
-
-    try:
-        report = run_doctor()
-    except GpuledgerError as exc:
-        missing.append(f"doctor: could not run — {exc.message}")
-        return None
-    out: dict[str, Any] = {
-        "errors": report.errors,
-        "warnings": report.warnings,
-        "exit_code": report.exit_code,
-        "findings": [
-            {"id": f.id, "severity": f.severity, "title": f.title}
-            for f in report.findings
-            if f.severity in ("error", "warning")
-        ],
-        "stored_id": None,
-    }
-    try:
-        out["stored_id"] = store.add_doctor_run(report.record())
-    except GpuledgerError as exc:
-        missing.append(f"doctor: result not filed in the setup-labour ledger — {exc.message}")
-    return out
-
-
-def _cost_step(
-    store: Store, run: RunInfo, profile: CostProfile | None, missing: list[str]
-) -> RunCost | None:
-    from gpuledger.catalog import load_catalog
-    from gpuledger.cost import cost_of_run, default_profile_for
-
-    try:
-        catalog = load_catalog()
-        prof = profile if profile is not None else default_profile_for(run, catalog)
-        records = store.list_doctor_runs() if prof.from_doctor_history else None
-        cost = cost_of_run(run, prof, catalog=catalog, doctor_records=records)
-    except GpuledgerError as exc:
-        missing.append(f"cost: not computed — {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
-        return None
-    try:
-        store.save_cost_evaluation(run.id, cost.profile.name, cost.profile.to_dict(), cost.to_dict())
-    except GpuledgerError as exc:
-        missing.append(f"cost: evaluation not saved — {exc.message}")
-    return cost
-
-
-def _report_step(
-    store: Store, run: RunInfo, profile_name: str | None, html: Path | None, missing: list[str],
-    on_phase: Any, run_ids: list[str] | None = None,
-) -> str | None:
-    """The HTML report of ``run`` (of every run of ``run_ids``: ``--repeat N``, led by the group)."""
-    from gpuledger.report import build_report, render_html
-
-    target = html if html is not None else _default_html_path(run.id)
-    try:
-        data = build_report(store, run_ids or [run.id], {"*": profile_name} if profile_name else None,
-                            progress=on_phase)
-        text = render_html(data)
-    except GpuledgerError as exc:
-        missing.append(f"report: not written — {exc.message}")
-        return None
-    try:
-        write_output(target, text, make_parents=html is None)  # only our own reports folder is created
-    except GpuledgerError as exc:
-        missing.append(f"report: not written — {exc.message}")
-        return None
-    return str(target.resolve())
 
 
 def _block(summary: dict[str, Any], key: str) -> dict[str, Any]:
@@ -294,12 +181,6 @@ def _document(
     return doc
 
 
-def _fmt(value: Any, spec: str, unit: str = "") -> str:
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        return NA
-    return f"{value:{spec}}{unit}"
-
-
 def _answer_of(doc: dict[str, Any]) -> Answer:
     from gpuledger.report.model import Answer
 
@@ -348,7 +229,7 @@ def _render(doc: dict[str, Any]) -> None:
         "workload",
         f"{m['num_requests']} requests, batch {wl.get('batch_size')}, {wl.get('input_tokens')} tokens in / "
         f"{wl.get('output_tokens')} out (token ids, fixed output length); engine token count, "
-        f"window {_fmt(m['window_s'], '.1f', ' s')}",
+        f"window {num(m['window_s'], '.1f', ' s')}",
     ))
     if p["measured_w"] is not None:
         rows.append(("power measured", f"{p['measured_w']:.0f} W mean"))
@@ -366,7 +247,7 @@ def _render(doc: dict[str, Any]) -> None:
                  + (f"; {tele}" if tele else "") + f"; estimate {gib(mem['estimate']['total_bytes'])}"))
     if c is not None:
         cur = c["currency"] or ""
-        rows.append(("cost per hour", f"{_fmt(c['per_hour'], '.4g')} {cur}/hour (profile {c['profile']})"))
+        rows.append(("cost per hour", f"{num(c['per_hour'], '.4g')} {cur}/hour (profile {c['profile']})"))
     rows.append(("run id", f"{doc['run_id']} ({doc['status']}) — gpuledger report {doc['run_id']} / "
                  f"gpuledger cost {doc['run_id']}"))
     rows.append(("next", f"same workload elsewhere: gpuledger export {doc['run_id']} -o run.json; there: "
@@ -482,25 +363,25 @@ def run_cmd(
     missing: list[str] = []
     store = open_store(db)
     try:
-        with _steps() as steps:
-            steps.phase("choosing device and model")  # first: a model that cannot run fails at once
+        with steps() as st:
+            st.phase("choosing device and model")  # first: a model that cannot run fails at once
             choice = choose_run(device, model, dtype, quick, budget)
-            steps.phase("doctor: collecting facts about the stack")
-            doctor = _doctor_step(store, missing)
+            st.phase("doctor: collecting facts about the stack")
+            doctor = doctor_step(store, missing)
             group = new_group_id() if repeats > 1 else None
             benches = [
-                _bench_step(store, choice, device, label or "gpuledger run", budget, steps,
+                _bench_step(store, choice, device, label or "gpuledger run", budget, st,
                             tuple(telemetry_from or ()),
                             {REPEAT_KEY: repeat_record(group, i, repeats)} if group else None)
                 for i in range(1, repeats + 1)
             ]
             bench = benches[-1]
-            steps.phase("cost")
-            costs = [_cost_step(store, b.run, prof, missing) for b in benches]
+            st.phase("cost")
+            costs = [cost_step(store, b.run, prof, missing) for b in benches]
             cost = costs[-1]
-            steps.phase("report")
-            html_path = _report_step(store, bench.run, profile, html, missing, steps.phase,
-                                     [b.run.id for b in benches])
+            st.phase("report")
+            html_path = report_step(store, bench.run, profile, html, missing, st.phase,
+                                    [b.run.id for b in benches])
     finally:
         store.close()
     doc = _document(bench, doctor, cost, html_path, missing, choice.reason, choice.skipped)
@@ -521,26 +402,19 @@ def run_cmd(
 
 
 def _bench_step(
-    store: Store, choice: RunChoice, device: str, label: str, budget: int | None, steps: _Steps,
+    store: Store, choice: RunChoice, device: str, label: str, budget: int | None, steps: Steps,
     telemetry_from: tuple[str, ...] = (), workload: dict[str, Any] | None = None,
 ) -> MeasuredRun:
     """The chosen model measured in-process through the bench's run lifecycle; Ctrl-C keeps the finished
     requests as an incomplete run and ends the command (exit 130)."""
-    from gpuledger.bench.runner import Hooks, run_bench_async
-    from gpuledger.cli.common import environment_fingerprint
+    from gpuledger.bench.runner import run_bench_async
     from gpuledger.engines.torch.engine import TorchEngine
 
     spec = choice.spec(device=device, label=label, memory_budget_bytes=budget)
     engine = TorchEngine(spec, on_phase=steps.phase, plan=choice.plan)
-    hooks = Hooks(on_phase=steps.phase, on_progress=steps.advance, environment=environment_fingerprint,
-                  telemetry_from=telemetry_from, workload=workload)
+    hooks = steps.hooks(telemetry_from, workload)
     run = asyncio.run(run_bench_async(spec, store, engine=engine, hooks=hooks))
-    stopped = run.summary.interrupted if run.summary is not None else None
-    if stopped is not None:
-        raise Interrupted(
-            f"{stopped.signal}: run {run.id} saved as incomplete with {stopped.finished_requests} finished "
-            "requests"
-        )
+    raise_if_stopped(run, "requests")
     if engine.device is None or engine.dtype is None or engine.estimate is None or engine.peak is None:
         raise EngineError(f"run {run.id}: the torch engine did not report its device and memory")
     return MeasuredRun(run, choice.plan, engine.device, engine.dtype, engine.estimate, engine.peak,

@@ -9,21 +9,13 @@ and the report are those of any run.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from rich.markup import escape
-
-from gpuledger.cli.common import console, print_json
-from gpuledger.errors import EngineError, GpuledgerError, Interrupted
+from gpuledger.cli.common import print_json
+from gpuledger.cli.run_steps import TaskRun, evaluate_task, num, render_task, task_document
 from gpuledger.records.image import ImageSpec, ImageSummary
-
-if TYPE_CHECKING:
-    from gpuledger.cost import CostProfile
-    from gpuledger.records import RunInfo
-    from gpuledger.store import Store
 
 GPU_MODEL = "dummy:sdxl"
 CPU_MODEL = "dummy:tiny-sd"
@@ -91,83 +83,40 @@ def run_image(
 ) -> None:
     """The whole evaluation of an image run (the module docstring says which)."""
     from gpuledger.bench.image_flags import image_spec
-    from gpuledger.bench.runner import Hooks, run_bench_async
-    from gpuledger.cli.common import environment_fingerprint
-    from gpuledger.cli.run_cmd import _cost_step, _default_html_path, _doctor_step, _steps
-    from gpuledger.cost import load_profile
-    from gpuledger.store import open_store
 
-    prof: CostProfile | None = load_profile(profile) if profile else None
-    missing: list[str] = []
-    store = open_store(db)
-    try:
-        with _steps() as steps:
-            steps.phase("choosing the image pipeline")
-            choice = choose_image_run(device, model, quick)
-            steps.phase("doctor: collecting facts about the stack")
-            doctor = _doctor_step(store, missing)
-            spec = image_spec(
-                "diffusers",
-                model=choice.model,
-                device=choice.device,
-                dtype=dtype,
-                steps=choice.steps,
-                height=choice.size,
-                width=choice.size,
-                num_images=choice.num_images,
-                warmup=1,
-                label=label or "gpuledger run --task image",
-            )
-            hooks = Hooks(
-                on_phase=steps.phase, on_progress=steps.advance, environment=environment_fingerprint
-            )
-            run = asyncio.run(run_bench_async(spec, store, hooks=hooks))
-            stopped = run.summary.interrupted if run.summary is not None else None
-            if stopped is not None:
-                raise Interrupted(
-                    f"{stopped.signal}: run {run.id} saved as incomplete with "
-                    f"{stopped.finished_requests} finished requests"
-                )
-            if run.status == "failed":
-                raise EngineError(
-                    f"run {run.id}: every image request failed", hint=f"gpuledger runs show {run.id}"
-                )
-            steps.phase("cost")
-            cost = _cost_step(store, run, prof, missing)
-            steps.phase("report")
-            html_path = _report(store, run, profile, html or _default_html_path(run.id), missing)
-    finally:
-        store.close()
-    doc = _document(run, choice, doctor, cost.to_dict() if cost is not None else None, html_path, missing)
+    def spec_of(choice: ImageChoice) -> ImageSpec:
+        return image_spec(
+            "diffusers",
+            model=choice.model,
+            device=choice.device,
+            dtype=dtype,
+            steps=choice.steps,
+            height=choice.size,
+            width=choice.size,
+            num_images=choice.num_images,
+            warmup=1,
+            label=label or "gpuledger run --task image",
+        )
+
+    done = evaluate_task(
+        choosing="choosing the image pipeline",
+        choose=lambda: choose_image_run(device, model, quick),
+        spec_of=spec_of,
+        items="requests",
+        failed="every image request failed",
+        profile=profile,
+        html=html,
+        db=db,
+    )
+    doc = _document(done)
     if json_out:
         print_json(doc)
     else:
-        _render(doc)
+        render_task(doc, _figures(doc["metrics"]))
 
 
-def _report(store: Store, run: RunInfo, profile: str | None, target: Path, missing: list[str]) -> str | None:
-    from gpuledger.cli.files import write_output
-    from gpuledger.report import build_report, render_html
-
-    try:
-        data = build_report(store, [run.id], {"*": profile} if profile else None)
-        write_output(target, render_html(data))
-    except GpuledgerError as exc:
-        missing.append(f"report: not written — {exc.message}")
-        return None
-    return str(target)
-
-
-def _document(
-    run: RunInfo,
-    choice: ImageChoice,
-    doctor: dict[str, Any] | None,
-    cost: dict[str, Any] | None,
-    html: str | None,
-    missing: list[str],
-) -> dict[str, Any]:
-    s = run.summary
-    spec = run.config
+def _document(done: TaskRun[ImageChoice]) -> dict[str, Any]:
+    s = done.run.summary
     metrics: dict[str, Any] = {}
     if isinstance(s, ImageSummary):
         metrics = {
@@ -183,57 +132,15 @@ def _document(
             "peak_device_memory_bytes": s.peak_memory_bytes,
             "window_s": s.window_s,
         }
-    price = {k: v for k, v in (cost or {}).items() if isinstance(k, str) and "_per_" in k and "image" in k}
-    return {
-        "task": "image",
-        "run_id": run.id,
-        "status": run.status,
-        "model": choice.model,
-        "model_choice": {"reason": choice.reason},
-        "device": spec.device if isinstance(spec, ImageSpec) else choice.device,
-        "dtype": spec.dtype if isinstance(spec, ImageSpec) else None,
-        "workload": run.workload,
-        "doctor": doctor,
-        "metrics": metrics,
-        "cost": {"currency": (cost or {}).get("currency"), **price, "document": cost}
-        if cost is not None
-        else None,
-        "report_html": html,
-        "missing": missing,
-    }
+    return task_document("image", done, ImageSpec, metrics, "image")
 
 
-def _n(value: Any, fmt: str) -> str:
-    return "n/a" if not isinstance(value, int | float) else f"{value:{fmt}}"
-
-
-def _render(doc: dict[str, Any]) -> None:
-    m = doc["metrics"]
-    console.print(
-        f"[bold]gpuledger run --task image[/bold] — {escape(doc['model'])} on {escape(str(doc['device']))} "
-        f"({escape(str(doc['dtype']))}); {escape(doc['model_choice']['reason'])}",
-        highlight=False,
+def _figures(m: dict[str, Any]) -> str:
+    """The terminal's line of an image run's figures: rate, seconds per image, each stage's mean."""
+    return (
+        f"{num(m.get('images_per_min'), '.2f')} images/min, "
+        f"{num(m.get('seconds_per_image_p50'), '.3f')} s/image p50 "
+        f"({num(m.get('seconds_per_image_p99'), '.3f')} p99); per request: text encoding "
+        f"{num(m.get('text_encode_s_mean'), '.3f')} s, denoising "
+        f"{num(m.get('denoise_s_mean'), '.3f')} s, VAE decode {num(m.get('decode_s_mean'), '.3f')} s"
     )
-    c = doc["cost"]
-    if c is not None:
-        prices = ", ".join(f"{_n(v, '.4g')} {k}" for k, v in c.items() if k not in ("currency", "document"))
-        console.print(f"  cost: {escape(prices)}", highlight=False)
-    console.print(
-        f"  {_n(m.get('images_per_min'), '.2f')} images/min, "
-        f"{_n(m.get('seconds_per_image_p50'), '.3f')} s/image p50 "
-        f"({_n(m.get('seconds_per_image_p99'), '.3f')} p99); per request: text encoding "
-        f"{_n(m.get('text_encode_s_mean'), '.3f')} s, denoising {_n(m.get('denoise_s_mean'), '.3f')} s, VAE "
-        f"decode {_n(m.get('decode_s_mean'), '.3f')} s",
-        highlight=False,
-    )
-    d = doc["doctor"]
-    if d is not None:
-        console.print(f"  doctor: {d['errors']} errors, {d['warnings']} warnings", highlight=False)
-    console.print(
-        f"  run id: {escape(doc['run_id'])} ({escape(doc['status'])}) — gpuledger report "
-        f"{escape(doc['run_id'])}",
-        highlight=False,
-    )
-    console.print(f"report: {escape(doc['report_html'] or 'n/a')}", highlight=False)
-    for line in doc["missing"]:
-        console.print(f"  [yellow]missing:[/yellow] {escape(line)}", highlight=False)

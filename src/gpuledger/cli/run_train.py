@@ -10,21 +10,17 @@ any run.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.markup import escape
 
-from gpuledger.cli.common import console, print_json
-from gpuledger.errors import EngineError, Interrupted, UsageError
+from gpuledger.cli.common import print_json
+from gpuledger.cli.run_steps import TaskRun, evaluate_task, num, render_task, task_document
+from gpuledger.errors import UsageError
 from gpuledger.records.training import TrainingSummary
 from gpuledger.records.trainspec import TrainSpec
-
-if TYPE_CHECKING:
-    from gpuledger.cost import CostProfile
-    from gpuledger.records import RunInfo
 
 GPU_MODEL = "dummy:qwen2.5-0.5b"
 CPU_MODEL = "dummy:smollm2-135m"
@@ -100,71 +96,46 @@ def run_train(
     json_out: bool,
 ) -> None:
     """The whole evaluation of a training run (the module docstring says which)."""
-    from gpuledger.bench.runner import Hooks, run_bench_async
     from gpuledger.bench.train_flags import train_spec
-    from gpuledger.cli.common import environment_fingerprint
-    from gpuledger.cli.run_cmd import _cost_step, _doctor_step, _report_step, _steps
-    from gpuledger.cost import load_profile
     from gpuledger.engines.torch.distributed import dist_env
-    from gpuledger.store import open_store
 
     if dist_env() is not None:
         raise UsageError(
             "run --task train is one process: train data-parallel with torchrun ... gpuledger bench --task "
             "train (docs/train.md, 'Several GPUs')"
         )
-    prof: CostProfile | None = load_profile(profile) if profile else None
-    missing: list[str] = []
-    store = open_store(db)
-    try:
-        with _steps() as steps:
-            steps.phase("choosing the model to train")
-            choice = choose_train_run(device, model, dtype, quick)
-            steps.phase("doctor: collecting facts about the stack")
-            doctor = _doctor_step(store, missing)
-            spec = train_spec(
-                choice.model,
-                device=choice.device.split(":")[0],
-                dtype=dtype,
-                batch_size=choice.batch_size,
-                seq_len=choice.seq_len,
-                steps=choice.steps,
-                warmup_steps=2,
-                label=label or "gpuledger run --task train",
-            )
-            hooks = Hooks(
-                on_phase=steps.phase, on_progress=steps.advance, environment=environment_fingerprint
-            )
-            run = asyncio.run(run_bench_async(spec, store, hooks=hooks))
-            stopped = run.summary.interrupted if run.summary is not None else None
-            if stopped is not None:
-                raise Interrupted(
-                    f"{stopped.signal}: run {run.id} saved as incomplete with "
-                    f"{stopped.finished_requests} finished steps"
-                )
-            if run.status == "failed":
-                raise EngineError(f"run {run.id}: no training step finished", hint=f"gpuledger show {run.id}")
-            steps.phase("cost")
-            cost = _cost_step(store, run, prof, missing)
-            steps.phase("report")
-            html_path = _report_step(store, run, profile, html, missing, steps.phase)
-    finally:
-        store.close()
-    doc = _document(run, choice, doctor, cost.to_dict() if cost is not None else None, html_path, missing)
+
+    def spec_of(choice: TrainChoice) -> TrainSpec:
+        return train_spec(
+            choice.model,
+            device=choice.device.split(":")[0],
+            dtype=dtype,
+            batch_size=choice.batch_size,
+            seq_len=choice.seq_len,
+            steps=choice.steps,
+            warmup_steps=2,
+            label=label or "gpuledger run --task train",
+        )
+
+    done = evaluate_task(
+        choosing="choosing the model to train",
+        choose=lambda: choose_train_run(device, model, dtype, quick),
+        spec_of=spec_of,
+        items="steps",
+        failed="no training step finished",
+        profile=profile,
+        html=html,
+        db=db,
+    )
+    doc = _document(done)
     if json_out:
         print_json(doc)
     else:
-        _render(doc)
+        render_task(doc, _figures(doc["metrics"]))
 
 
-def _document(
-    run: RunInfo,
-    choice: TrainChoice,
-    doctor: dict[str, Any] | None,
-    cost: dict[str, Any] | None,
-    html: str | None,
-    missing: list[str],
-) -> dict[str, Any]:
+def _document(done: TaskRun[TrainChoice]) -> dict[str, Any]:
+    run = done.run
     s, spec = run.summary, run.config
     metrics: dict[str, Any] = {}
     if isinstance(s, TrainingSummary):
@@ -183,63 +154,23 @@ def _document(
             "mfu_reason": s.mfu_reason,
             "window_s": s.window_s,
         }
-    price = {k: v for k, v in (cost or {}).items() if isinstance(k, str) and "_per_" in k and "training" in k}
-    return {
-        "task": "train",
-        "run_id": run.id,
-        "status": run.status,
-        "model": choice.model,
-        "model_choice": {"reason": choice.reason},
-        "device": spec.device if isinstance(spec, TrainSpec) else choice.device,
-        "dtype": spec.dtype if isinstance(spec, TrainSpec) else None,
-        "workload": run.workload,
-        "doctor": doctor,
-        "metrics": metrics,
-        "memory": {
-            "estimate": spec.memory_estimate.model_dump(mode="json")
-            if isinstance(spec, TrainSpec) and spec.memory_estimate is not None
-            else None,
-            "peak": (run.server.get("details") or {}).get("peak_memory"),
-        },
-        "cost": {"currency": (cost or {}).get("currency"), **price, "document": cost}
-        if cost is not None
+    memory = {
+        "estimate": spec.memory_estimate.model_dump(mode="json")
+        if isinstance(spec, TrainSpec) and spec.memory_estimate is not None
         else None,
-        "report_html": html,
-        "missing": missing,
+        "peak": (run.server.get("details") or {}).get("peak_memory"),
     }
+    return task_document("train", done, TrainSpec, metrics, "training", {"memory": memory})
 
 
-def _n(value: Any, fmt: str) -> str:
-    return "n/a" if not isinstance(value, int | float) else f"{value:{fmt}}"
-
-
-def _render(doc: dict[str, Any]) -> None:
-    m = doc["metrics"]
-    console.print(
-        f"[bold]gpuledger run --task train[/bold] — {escape(doc['model'])} on {escape(str(doc['device']))} "
-        f"({escape(str(doc['dtype']))}); {escape(doc['model_choice']['reason'])}",
-        highlight=False,
-    )
-    c = doc["cost"]
-    if c is not None:
-        prices = ", ".join(f"{_n(v, '.4g')} {k}" for k, v in c.items() if k not in ("currency", "document"))
-        console.print(f"  cost: {escape(prices)}", highlight=False)
+def _figures(m: dict[str, Any]) -> str:
+    """The terminal's line of a training run's figures: rate, step time and its phases, loss, MFU."""
     mfu = f"{m['mfu']:.2%}" if isinstance(m.get("mfu"), float) else f"n/a — {m.get('mfu_reason')}"
-    phases = ", ".join(f"{k} {_n(m.get(f'{k}_s_mean'), '.3f')}" for k in ("forward", "backward", "optimizer"))
-    console.print(
-        f"  {_n(m.get('training_tokens_per_s'), ',.1f')} training tok/s, step "
-        f"{_n(m.get('step_time_s_p50'), '.3f')} s p50 ({phases} s); loss {_n(m.get('loss_first'), '.4g')} → "
-        f"{_n(m.get('loss_last'), '.4g')}; MFU {escape(mfu)}",
-        highlight=False,
+    phases = ", ".join(
+        f"{k} {num(m.get(f'{k}_s_mean'), '.3f')}" for k in ("forward", "backward", "optimizer")
     )
-    d = doc["doctor"]
-    if d is not None:
-        console.print(f"  doctor: {d['errors']} errors, {d['warnings']} warnings", highlight=False)
-    console.print(
-        f"  run id: {escape(doc['run_id'])} ({escape(doc['status'])}) — gpuledger report "
-        f"{escape(doc['run_id'])}",
-        highlight=False,
+    return (
+        f"{num(m.get('training_tokens_per_s'), ',.1f')} training tok/s, step "
+        f"{num(m.get('step_time_s_p50'), '.3f')} s p50 ({phases} s); loss "
+        f"{num(m.get('loss_first'), '.4g')} → {num(m.get('loss_last'), '.4g')}; MFU {escape(mfu)}"
     )
-    console.print(f"report: {escape(doc['report_html'] or 'n/a')}", highlight=False)
-    for line in doc["missing"]:
-        console.print(f"  [yellow]missing:[/yellow] {escape(line)}", highlight=False)
