@@ -17,26 +17,16 @@ telemetry, writer, interruption, failure: ``bench/runner.py``).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from typing import Any
-
-import psutil
 
 from gpuledger.engines.base import GenRequest, GenResult, ServerInfo
 from gpuledger.engines.torch.device import (
-    CpuThreads,
     DeviceInfo,
     ensure_fits,
     estimate_memory,
     fmt_params,
     peak_memory,
-    peak_memory_reserved,
-    reset_peak_memory,
     resolve_dtype,
     select_device,
 )
@@ -47,17 +37,16 @@ from gpuledger.engines.torch.generate import (
     generate_batch,
     make_prompts,
 )
-from gpuledger.engines.torch.imports import import_torch, import_transformers
+from gpuledger.engines.torch.imports import import_torch
+from gpuledger.engines.torch.inprocess import InProcessEngine
 from gpuledger.engines.torch.models import LoadedModel, ModelPlan, check_positions, load_model, plan_model
 from gpuledger.errors import EngineError
-from gpuledger.facts.cpu import cpu_model_name
 from gpuledger.quantity import Quantity
 from gpuledger.records import BenchSpec, TorchSpec
 from gpuledger.records.torchspec import GenerationSettings, MemoryEstimate
-from gpuledger.tokenizer import Tokenizer
 
 
-class TorchEngine:
+class TorchEngine(InProcessEngine):
     """See the module docstring. ``plan``: the model already planned (``gpuledger run`` chose it)."""
 
     name = "torch"
@@ -65,35 +54,12 @@ class TorchEngine:
     def __init__(
         self, spec: TorchSpec, *, on_phase: Callable[[str], None] | None = None, plan: ModelPlan | None = None
     ) -> None:
+        super().__init__(on_phase, plan)
         self.spec = spec
-        self.on_phase = on_phase
-        self.plan = plan
-        self.chunks_seen = 0
-        self.display_url: str | None = None
-        self.warnings: list[str] = []
-        self.device: DeviceInfo | None = None
-        self.dtype: str | None = None
         self.estimate: MemoryEstimate | None = None
         self.loaded: LoadedModel | None = None
         self.peak: Quantity | None = None
-        self.warmup_s = 0.0
         self._prompts: Any = None
-        self._threads: CpuThreads | None = None
-        self._stop = threading.Event()
-        self._executor: ThreadPoolExecutor | None = None
-
-    @property
-    def model(self) -> str | None:
-        """The name the run records (``dummy:qwen2.5-7b``, a folder's absolute path, a Hugging Face id)."""
-        return self.plan.name if self.plan is not None else None
-
-    @property
-    def tokenizer(self) -> Tokenizer | None:
-        return None
-
-    def _say(self, text: str) -> None:
-        if self.on_phase is not None:
-            self.on_phase(text)
 
     async def open(self, concurrency: int | None) -> ServerInfo:
         """Plan, check, load; nothing is stored yet, so every refusal here leaves no run behind."""
@@ -111,42 +77,19 @@ class TorchEngine:
         budget = spec.memory_budget_bytes
         estimate = estimate_memory(plan.params, plan.shape, dt, batch, inp, out, dev, budget)
         ensure_fits(plan.name, plan.params, estimate, dev)
-        if dev.fallback_reason and asked == "auto":
-            self.warnings.append(f"running on the CPU: {dev.fallback_reason}")
-        self._threads = CpuThreads(dev)
-        if self._threads.note:
-            self.warnings.append(self._threads.note)
-        dev = replace(dev, cpu_threads=self._threads.threads)
+        dev = self._settle(dev, asked)
         self.device, self.dtype, self.estimate = dev, dt, estimate
         self._say(f"{'building' if plan.kind == 'dummy' else 'loading'} {plan.name} "
                   f"({fmt_params(plan.params)} params, {dt}) on {dev.text()}")
         self.loaded = load_model(plan, dev, dt, seed=spec.workload_seed())
         count = spec.requests_per_stage() or batch
         self._prompts = make_prompts(self.loaded, count, inp, spec.workload_seed())
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuledger-torch")
-        reset_peak_memory(dev)
-        torch = import_torch()
-        return ServerInfo(
-            kind="torch",
-            version=str(torch.__version__),
-            version_source="torch.__version__ (in-process engine)",
-            models=[plan.name],
-            accepts_ignore_eos=True,
-            accepts_min_tokens=True,
-            details=self._details(),
-            warnings=list(self.warnings),
-        )
+        self._start(dev, "gpuledger-torch")
+        return self._server_info(plan, self._details(), forced_length=True)
 
     def _details(self) -> dict[str, Any]:
         loaded, dev = self._ready()
-        details: dict[str, Any] = {
-            "transformers": str(import_transformers().__version__),
-            "build": dev.build,
-            "device": dev.to_dict(),
-            "dtype": loaded.dtype,
-            "load_s": loaded.load_s,
-        }
-        return details
+        return {**self._device_details(dev), "dtype": loaded.dtype, "load_s": loaded.load_s}
 
     def _ready(self) -> tuple[LoadedModel, DeviceInfo]:
         if self.loaded is None or self.device is None:
@@ -173,10 +116,8 @@ class TorchEngine:
         })
 
     def client_note(self) -> str:
-        cpu = self.device is not None and self.device.type == "cpu"
-        return "in-process torch engine: the process's CPU time includes the model's computation" + (
-            " (the run computes on the CPU)" if cpu else " (kernel launches, sampling)"
-        )
+        includes = "the model's computation"
+        return self._client_note("in-process torch engine", includes, "kernel launches, sampling")
 
     async def generate(self, req: GenRequest) -> GenResult:
         """One request: a batch of one."""
@@ -190,18 +131,10 @@ class TorchEngine:
         rows = torch.tensor([r.index % len(self._prompts) for r in reqs])
         ids = self._prompts.index_select(0, rows)
         max_tokens = max(r.max_tokens for r in reqs)
-        loop = asyncio.get_running_loop()
-        fut = loop.run_in_executor(self._executor, generate_batch, loaded, ids, max_tokens, self._stop)
-        try:
-            timing = await fut
-        except asyncio.CancelledError:
-            self._stop.set()  # the batch ends at its next decode step
-            await asyncio.wait([fut])
-            if not fut.cancelled():
-                with contextlib.suppress(BatchStopped):
-                    fut.result()
-            self._stop.clear()
-            raise
+        # Cancelled, the batch ends at its next decode step; the next batch runs.
+        timing = await self._on_thread(
+            (BatchStopped,), True, generate_batch, loaded, ids, max_tokens, self._stop
+        )
         if reqs[0].index < 0:  # the runner's warm-up (not measured)
             self.warmup_s += timing.t_end - timing.t_send
         results = self._results(reqs, timing, int(ids.shape[1]), max_tokens)
@@ -230,28 +163,17 @@ class TorchEngine:
         return out
 
     async def after_run(self) -> dict[str, Any]:
-        """The server record's details with the peak memory and the warm-up time, its warnings, and the host
-        (for a CPU run, the compute device itself: cost scales CPU power and rental by its logical CPUs)."""
+        """The server record's details with the peak memory and the warm-up time, its warnings, and the
+        host."""
         _, dev = self._ready()
         self.peak = peak_memory(dev)
         details = {**self._details(), "warmup_s": self.warmup_s or None, "peak_memory": self.peak.to_dict()}
-        reserved = peak_memory_reserved(dev)
-        if reserved is not None:
-            details["peak_memory_reserved"] = reserved.to_dict()
-        cpu = {"model": cpu_model_name(), "logical_cpus": psutil.cpu_count(logical=True),
-               "torch_threads": dev.cpu_threads}
-        return {"details": details, "warnings": list(self.warnings), "cpu": cpu}
+        self._reserved_peak(details, dev)
+        return self._run_record(dev, details)
 
     async def close(self) -> None:
         self._stop.set()
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
-            self._executor = None
-        if self._threads is not None:
-            self._threads.restore()
-            self._threads = None
-        dev = self.device
+        self._shutdown_thread()
         self.loaded = None
         self._prompts = None
-        if dev is not None and dev.type == "cuda":
-            import_torch().cuda.empty_cache()
+        self._release()

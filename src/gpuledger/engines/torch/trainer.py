@@ -21,28 +21,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from typing import Any
-
-import psutil
 
 from gpuledger.engines.base import GenRequest, GenResult, ServerInfo
 from gpuledger.engines.torch import trainplan
-from gpuledger.engines.torch.device import (
-    CpuThreads,
-    DeviceInfo,
-    fmt_params,
-    peak_memory,
-    peak_memory_reserved,
-    reset_peak_memory,
-    resolve_dtype,
-    select_device,
-)
+from gpuledger.engines.torch.device import DeviceInfo, fmt_params, peak_memory, resolve_dtype, select_device
 from gpuledger.engines.torch.distributed import DistEnv, Group, dist_env, host_name
-from gpuledger.engines.torch.imports import import_torch, import_transformers
+from gpuledger.engines.torch.imports import import_torch
+from gpuledger.engines.torch.inprocess import InProcessEngine
 from gpuledger.engines.torch.models import LoadedModel, ModelPlan, load_model, plan_model
 from gpuledger.engines.torch.traindata import load_tokens
 from gpuledger.engines.torch.trainstep import (
@@ -56,7 +43,6 @@ from gpuledger.engines.torch.trainstep import (
     train_step,
 )
 from gpuledger.errors import EngineError, Interrupted, InvalidInputError, ResourceError, UsageError
-from gpuledger.facts.cpu import cpu_model_name
 from gpuledger.quantity import Quantity
 from gpuledger.records import BenchSpec
 from gpuledger.records.training import TrainStep
@@ -67,12 +53,11 @@ from gpuledger.records.trainspec import (
     TrainMemoryEstimate,
     TrainSpec,
 )
-from gpuledger.tokenizer import Tokenizer
 
 NAME = "torch-train"
 
 
-class TrainEngine:
+class TrainEngine(InProcessEngine):
     """See the module docstring. ``env``: this process's place in a multi-process run (default: read from the
     launcher's variables)."""
 
@@ -85,15 +70,9 @@ class TrainEngine:
         on_phase: Callable[[str], None] | None = None,
         env: DistEnv | None | bool = True,
     ) -> None:
+        super().__init__(on_phase)
         self.spec = spec
-        self.on_phase = on_phase
         self.env: DistEnv | None = dist_env() if env is True else (env or None)
-        self.chunks_seen = 0
-        self.display_url: str | None = None
-        self.warnings: list[str] = []
-        self.plan: ModelPlan | None = None
-        self.device: DeviceInfo | None = None
-        self.dtype: str | None = None
         self.estimate: TrainMemoryEstimate | None = None
         self.state: TrainState | None = None
         self.group: Group | None = None
@@ -101,22 +80,9 @@ class TrainEngine:
         self.data: TrainData = spec.data or TrainData()
         self.peak: tuple[float | None, str] = (None, "the engine was not opened")
         self.cpu_peak: Quantity | None = None
-        self.warmup_s = 0.0
         self.warmup_first_s: float | None = None
-        self._threads: CpuThreads | None = None
-        self._stop = threading.Event()
-        self._broken = False
-        self._executor: ThreadPoolExecutor | None = None
 
     # -- what the runner reads ------------------------------------------------------------------------
-    @property
-    def model(self) -> str | None:
-        return self.plan.name if self.plan is not None else None
-
-    @property
-    def tokenizer(self) -> Tokenizer | None:
-        return None
-
     @property
     def rank(self) -> int:
         return self.env.rank if self.env is not None else 0
@@ -124,10 +90,6 @@ class TrainEngine:
     @property
     def world_size(self) -> int:
         return self.env.world_size if self.env is not None else 1
-
-    def _say(self, text: str) -> None:
-        if self.on_phase is not None and self.rank == 0:
-            self.on_phase(text)
 
     # -- open -----------------------------------------------------------------------------------------
     async def open(self, concurrency: int | None) -> ServerInfo:
@@ -174,12 +136,7 @@ class TrainEngine:
                     f"{plan.name}: every rank refuses the run"
                 )
         self._ensure_fits(plan, est, dev)
-        if dev.fallback_reason and asked == "auto":
-            self.warnings.append(f"running on the CPU: {dev.fallback_reason}")
-        self._threads = CpuThreads(dev)
-        if self._threads.note:
-            self.warnings.append(self._threads.note)
-        dev = replace(dev, cpu_threads=self._threads.threads)
+        dev = self._settle(dev, asked)
         self.device, self.dtype, self.estimate = dev, dt, est
         self._say(
             f"{'building' if plan.kind == 'dummy' else 'loading'} {plan.name} "
@@ -216,17 +173,8 @@ class TrainEngine:
         }
         gathered = self.group.gather(mine) if self.group is not None else [mine]
         self.ranks = [RankDevice.model_validate(d) for d in gathered]
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuledger-train")
-        reset_peak_memory(dev)
-        torch = import_torch()
-        return ServerInfo(
-            kind="torch",
-            version=str(torch.__version__),
-            version_source="torch.__version__ (in-process engine)",
-            models=[plan.name],
-            details=self._details(),
-            warnings=list(self.warnings),
-        )
+        self._start(dev, "gpuledger-train")
+        return self._server_info(plan, self._details())
 
     def _ensure_fits(self, plan: ModelPlan, est: TrainMemoryEstimate, dev: DeviceInfo) -> None:
         if est.fits:
@@ -279,9 +227,7 @@ class TrainEngine:
     def _details(self) -> dict[str, Any]:
         state, dev = self._ready()
         return {
-            "transformers": str(import_transformers().__version__),
-            "build": dev.build,
-            "device": dev.to_dict(),
+            **self._device_details(dev),
             "dtype": self.dtype,
             "weights_dtype": "fp32",
             "load_s": state.loaded.load_s,
@@ -328,10 +274,8 @@ class TrainEngine:
         )
 
     def client_note(self) -> str:
-        cpu = self.device is not None and self.device.type == "cpu"
-        return "in-process torch training engine: the process's CPU time includes the training itself" + (
-            " (the run computes on the CPU)" if cpu else " (kernel launches, the optimizer's bookkeeping)"
-        )
+        gpu_work = "kernel launches, the optimizer's bookkeeping"
+        return self._client_note("in-process torch training engine", "the training itself", gpu_work)
 
     # -- steps ----------------------------------------------------------------------------------------
     def _run_step(self, index: int) -> StepResult:
@@ -348,21 +292,9 @@ class TrainEngine:
         return train_step(state, index, self._stop)
 
     async def generate(self, req: GenRequest) -> GenResult:
-        state, _ = self._ready()
-        loop = asyncio.get_running_loop()
-        fut = loop.run_in_executor(self._executor, self._run_step, req.index)
-        try:
-            result = await fut
-        except asyncio.CancelledError:
-            self._stop.set()  # a single-process step ends before its next micro-batch
-            await asyncio.wait([fut])
-            if not fut.cancelled():
-                with contextlib.suppress(StepStopped, Interrupted):
-                    fut.result()
-            raise
-        except BaseException:
-            self._broken = True
-            raise
+        self._ready()
+        # Cancelled, a single-process step ends before its next micro-batch (the stop stays set).
+        result = await self._on_thread((StepStopped, Interrupted), False, self._run_step, req.index)
         if req.index < 0:
             took = result.t_end - result.t_start
             self.warmup_s += took
@@ -440,9 +372,7 @@ class TrainEngine:
         }
         if dev.type == "cuda":
             details["peak_memory"] = peak_memory(dev).to_dict()
-            reserved = peak_memory_reserved(dev)
-            if reserved is not None:
-                details["peak_memory_reserved"] = reserved.to_dict()
+            self._reserved_peak(details, dev)
         else:
             alloc = self.cpu_peak or Quantity.missing(
                 "B",
@@ -454,12 +384,7 @@ class TrainEngine:
             details["peak_rss"] = peak_memory(dev).to_dict()
         if self.estimate is not None:
             details["memory_estimate_model_bytes"] = self.estimate.model_bytes
-        cpu = {
-            "model": cpu_model_name(),
-            "logical_cpus": psutil.cpu_count(logical=True),
-            "torch_threads": dev.cpu_threads,
-        }
-        return {"details": details, "warnings": list(self.warnings), "cpu": cpu}
+        return self._run_record(dev, details)
 
     async def close(self) -> None:
         self._stop.set()
@@ -467,17 +392,10 @@ class TrainEngine:
         if group is not None and not group.stopped and not self._broken and executor is not None:
             with contextlib.suppress(Exception):  # the others may be gone already: nothing left to tell
                 await asyncio.get_running_loop().run_in_executor(executor, group.agree, True, 0)
-        if executor is not None:
-            executor.shutdown(wait=True)
-            self._executor = None
+        self._shutdown_thread()
         if group is not None:
             with contextlib.suppress(Exception):
                 group.close()
             self.group = None
-        if self._threads is not None:
-            self._threads.restore()
-            self._threads = None
-        dev = self.device
         self.state = None
-        if dev is not None and dev.type == "cuda":
-            import_torch().cuda.empty_cache()
+        self._release()
