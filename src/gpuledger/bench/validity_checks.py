@@ -290,28 +290,28 @@ def _server_queue(info: RunInfo, summary: RunSummary, records: Records) -> Check
     )
 
 
-def _errors(info: RunInfo, summary: RunSummary, records: Records) -> Check | NotChecked:
+def error_check(
+    summary: RunSummary, items: str, note: str = "", top: str | None = None
+) -> Check | NotChecked:
+    """The ``errors`` check: failed ``items`` (requests, steps) ÷ all of them; ``note`` explains the rule,
+    ``top``: the commonest error kind."""
     name = "errors"
     if not summary.num_requests:
-        return NotChecked(name=name, why="no request was measured")
+        return NotChecked(name=name, why=f"no {items.removesuffix('s')} was measured")
     rate = summary.num_failed / summary.num_requests
-    rule = (
-        f"failed requests ÷ requests: warn at > 0 %, fail at ≥ {ERRORS_FAIL:.0%} (failed requests free the "
-        "server for the rest: the rate measured is not the rate of the load asked for)"
-    )
-    top = next(iter(summary.errors or {}), None)
+    rule = f"failed {items} ÷ {items}: warn at > 0 %, fail at ≥ {ERRORS_FAIL:.0%}"
+    rule += f" ({note})" if note else ""
     why = (
-        f"{summary.num_failed} of {summary.num_requests} requests failed"
-        + (f" (mostly {top})" if top else "")
+        f"{summary.num_failed} of {summary.num_requests} {items} failed" + (f" (mostly {top})" if top else "")
         if summary.num_failed
-        else f"all {summary.num_requests} requests succeeded"
+        else f"all {summary.num_requests} {items} succeeded"
     )
     status: CheckStatus = "fail" if rate >= ERRORS_FAIL else "warn" if rate > 0 else "pass"
     return Check(
         name=name,
         status=status,
         figure=rate,
-        unit="share of requests",
+        unit=f"share of {items}",
         rule=rule,
         warn_at=0.0,
         fail_at=ERRORS_FAIL,
@@ -319,40 +319,45 @@ def _errors(info: RunInfo, summary: RunSummary, records: Records) -> Check | Not
     )
 
 
-def _finished(info: RunInfo, summary: RunSummary, records: Records) -> Check | NotChecked:
+def finished_check(
+    info: RunInfo, summary: RunSummary, items: str, *, planned: str, failed_why: str, done_why: str
+) -> Check | NotChecked:
+    """The ``finished`` check: whether the run reached ``planned`` (its end, its planned steps) without being
+    interrupted or aborted; ``items``: what ``summary.num_requests`` counts."""
     name = "finished"
-    rule = "warn when the run was interrupted or aborted before its planned end; fail when it failed"
+    rule = f"warn when the run was interrupted or aborted before {planned}; fail when it failed"
     done = float(summary.num_requests)
+    status: CheckStatus = "pass"
+    why = done_why
     if info.status == "failed":
-        return Check(
-            name=name,
-            status="fail",
-            figure=done,
-            unit="requests",
-            rule=rule,
-            why="the run failed: every request failed or the run could not go on",
+        status, why = "fail", f"the run failed: {failed_why}"
+    elif summary.interrupted is not None:
+        status = "warn"
+        why = (
+            f"interrupted by {summary.interrupted.signal} after {summary.interrupted.finished_requests} "
+            f"{items}: the window is shorter than planned"
         )
-    if summary.interrupted is not None:
-        return Check(
-            name=name,
-            status="warn",
-            figure=done,
-            unit="requests",
-            rule=rule,
-            why=f"interrupted by {summary.interrupted.signal} after {summary.interrupted.finished_requests} "
-            "requests: the window is shorter than planned",
-        )
-    if summary.aborted or info.status == "incomplete":
-        return Check(
-            name=name,
-            status="warn",
-            figure=done,
-            unit="requests",
-            rule=rule,
-            why=f"the run stopped early: {summary.aborted or 'it did not finish'}",
-        )
-    return Check(
-        name=name, status="pass", figure=done, unit="requests", rule=rule, why="the run ran to its end"
+    elif summary.aborted or info.status == "incomplete":
+        status, why = "warn", f"the run stopped early: {summary.aborted or 'it did not finish'}"
+    return Check(name=name, status=status, figure=done, unit=items, rule=rule, why=why)
+
+
+def _errors(info: RunInfo, summary: RunSummary, records: Records) -> Check | NotChecked:
+    note = (
+        "failed requests free the server for the rest: "
+        "the rate measured is not the rate of the load asked for"
+    )
+    return error_check(summary, "requests", note, next(iter(summary.errors or {}), None))
+
+
+def _finished(info: RunInfo, summary: RunSummary, records: Records) -> Check | NotChecked:
+    return finished_check(
+        info,
+        summary,
+        "requests",
+        planned="its planned end",
+        failed_why="every request failed or the run could not go on",
+        done_why="the run ran to its end",
     )
 
 

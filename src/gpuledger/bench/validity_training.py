@@ -27,7 +27,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from gpuledger.bench.validity_checks import Records, Rule, make_check, warmup_count
+from gpuledger.bench.validity_checks import (
+    Records,
+    Rule,
+    error_check,
+    finished_check,
+    make_check,
+    warmup_count,
+)
 from gpuledger.records import RunInfo, RunSummary
 from gpuledger.records.training import TrainingSummary, step_of
 from gpuledger.records.validity import Check, CheckStatus, NotChecked
@@ -41,7 +48,6 @@ DRIFT_FAIL = 0.25
 NOISE_WARN = 0.15
 MIN_STEPS_OVER_TIME = 4
 SKIPPED_WARN = 0.25
-ERRORS_FAIL = 0.05
 
 
 def _steps(records: Records) -> list[float] | None:
@@ -228,63 +234,17 @@ def _loss(info: RunInfo, summary: RunSummary, records: Records) -> Check | NotCh
 
 
 def _errors(info: RunInfo, summary: RunSummary, records: Records) -> Check | NotChecked:
-    name = "errors"
-    if not summary.num_requests:
-        return NotChecked(name=name, why="no step was measured")
-    rate = summary.num_failed / summary.num_requests
-    rule = f"failed steps ÷ steps: warn at > 0 %, fail at ≥ {ERRORS_FAIL:.0%}"
-    why = (
-        f"{summary.num_failed} of {summary.num_requests} steps failed"
-        if summary.num_failed
-        else f"all {summary.num_requests} steps succeeded"
-    )
-    status: CheckStatus = "fail" if rate >= ERRORS_FAIL else "warn" if rate > 0 else "pass"
-    return Check(
-        name=name,
-        status=status,
-        figure=rate,
-        unit="share of steps",
-        rule=rule,
-        warn_at=0.0,
-        fail_at=ERRORS_FAIL,
-        why=why,
-    )
+    return error_check(summary, "steps")
 
 
 def _finished(info: RunInfo, summary: RunSummary, records: Records) -> Check | NotChecked:
-    name = "finished"
-    rule = "warn when the run was interrupted or aborted before its planned steps; fail when it failed"
-    done = float(summary.num_requests)
-    if info.status == "failed":
-        return Check(
-            name=name,
-            status="fail",
-            figure=done,
-            unit="steps",
-            rule=rule,
-            why="the run failed: no step finished",
-        )
-    if summary.interrupted is not None:
-        return Check(
-            name=name,
-            status="warn",
-            figure=done,
-            unit="steps",
-            rule=rule,
-            why=f"interrupted by {summary.interrupted.signal} after {summary.interrupted.finished_requests}"
-            " steps: the window is shorter than planned",
-        )
-    if summary.aborted or info.status == "incomplete":
-        return Check(
-            name=name,
-            status="warn",
-            figure=done,
-            unit="steps",
-            rule=rule,
-            why=f"the run stopped early: {summary.aborted or 'it did not finish'}",
-        )
-    return Check(
-        name=name, status="pass", figure=done, unit="steps", rule=rule, why="the run ran its planned steps"
+    return finished_check(
+        info,
+        summary,
+        "steps",
+        planned="its planned steps",
+        failed_why="no step finished",
+        done_why="the run ran its planned steps",
     )
 
 
