@@ -10,24 +10,23 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from stream_server import Scenario, StreamServer
+from hostile_server import HostileServer
+from stream_server import StreamServer
 
 from gpuledger.store import Store, open_store
+from support.servers import started_servers
 
 
 @pytest.fixture
 def serve() -> Iterator[Callable[..., StreamServer]]:
     """``serve(Scenario(...), model=...)`` → a started loopback server, stopped after the test."""
-    started: list[StreamServer] = []
+    yield from started_servers(StreamServer)
 
-    def start(scenario: Scenario | None = None, **kwargs: object) -> StreamServer:
-        srv = StreamServer(scenario, **kwargs).start()  # type: ignore[arg-type]
-        started.append(srv)
-        return srv
 
-    yield start
-    for srv in started:
-        srv.stop()
+@pytest.fixture
+def hostile() -> Iterator[Callable[..., HostileServer]]:
+    """``hostile({(method, path): handler}, ...)`` → a started hostile loopback server, stopped after."""
+    yield from started_servers(lambda handlers=None, **kw: HostileServer(handlers or {}, **kw))
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ every count that reaches the record is one the store can keep."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,20 +18,6 @@ from gpuledger.engines.ollama import OllamaEngine
 from gpuledger.engines.openai import OpenAIEngine
 
 Hostile = Callable[..., HostileServer]
-
-
-@pytest.fixture
-def hostile() -> Iterator[Hostile]:
-    started: list[HostileServer] = []
-
-    def start(handlers: dict[tuple[str, str], Any], **kw: Any) -> HostileServer:
-        srv = HostileServer(handlers, **kw).start()
-        started.append(srv)
-        return srv
-
-    yield start
-    for srv in started:
-        srv.stop()
 
 
 def gen(i: int = 0, n: int = 40, hint: int | None = 7) -> GenRequest:

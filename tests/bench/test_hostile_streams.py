@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from time import perf_counter
 from typing import Any
 
@@ -31,20 +31,6 @@ from gpuledger.engines.openai import OpenAIEngine
 from gpuledger.engines.sse import MAX_LINE_BYTES, OllamaStream, OpenAIStream
 
 Hostile = Callable[..., HostileServer]
-
-
-@pytest.fixture
-def hostile() -> Iterator[Hostile]:
-    started: list[HostileServer] = []
-
-    def start(handlers: dict[tuple[str, str], Any], **kw: Any) -> HostileServer:
-        srv = HostileServer(handlers, **kw).start()
-        started.append(srv)
-        return srv
-
-    yield start
-    for srv in started:
-        srv.stop()
 
 
 def gen(i: int = 0, n: int = 40, prompt: str = "hello") -> GenRequest:

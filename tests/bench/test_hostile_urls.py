@@ -12,7 +12,7 @@ import asyncio
 import base64
 import json
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,20 +33,6 @@ from gpuledger.urls import parse_server_url, redact_env, redact_text, redact_url
 Hostile = Callable[..., HostileServer]
 PASSWORD = "s3cr/et:p@ss"  # needs percent-encoding in a URL: / : @
 QUOTED = "s3cr%2Fet%3Ap%40ss"
-
-
-@pytest.fixture
-def hostile() -> Iterator[Hostile]:
-    started: list[HostileServer] = []
-
-    def start(handlers: dict[tuple[str, str], Any] | None = None, **kw: Any) -> HostileServer:
-        srv = HostileServer(handlers or {}, **kw).start()
-        started.append(srv)
-        return srv
-
-    yield start
-    for srv in started:
-        srv.stop()
 
 
 def with_creds(url: str, user: str = "alice", password: str = QUOTED) -> str:

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from support.servers import started_servers
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "bench"))  # stream_server: the programmable loopback server
 
-from stream_server import Scenario, StreamServer  # noqa: E402
+from stream_server import StreamServer  # noqa: E402
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -26,13 +28,4 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 @pytest.fixture
 def serve() -> Iterator[Callable[..., StreamServer]]:
     """``serve(Scenario(...))`` → a started loopback server, stopped after the test."""
-    started: list[StreamServer] = []
-
-    def start(scenario: Scenario | None = None, **kwargs: object) -> StreamServer:
-        srv = StreamServer(scenario, **kwargs).start()  # type: ignore[arg-type]
-        started.append(srv)
-        return srv
-
-    yield start
-    for srv in started:
-        srv.stop()
+    yield from started_servers(StreamServer)

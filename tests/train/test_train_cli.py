@@ -219,16 +219,34 @@ def test_train_tokens_is_for_a_training_run(tmp_path: Path, cli: CLI) -> None:
     assert got == 2 and "--train-tokens must be a number of tokens in (0, 1e+18]" in err
 
 
-def _rank(rank: int, args: list[str], env: dict[str, str], out: Path, err: Path) -> subprocess.Popen[bytes]:
-    """One rank as torchrun starts it (its output in files: no pipe to fill while the other rank runs)."""
-    with open(out, "wb") as o, open(err, "wb") as e:
-        return subprocess.Popen(
-            [sys.executable, "-m", "gpuledger.cli.main", *args],
-            env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
-            stdout=o,
-            stderr=e,
-            start_new_session=True,
-        )
+Ranks = list[subprocess.Popen[bytes]]
+
+
+def _two_ranks(args: list[str], tmp_path: Path) -> tuple[Ranks, list[tuple[Path, Path]]]:
+    """Ranks 0 and 1 of a 2-process gloo run, as torchrun starts them: the rendezvous is a file (no socket),
+    gloo binds loopback only, and each rank's output goes to files (no pipe to fill while the other runs)."""
+    env = {
+        **os.environ,
+        "WORLD_SIZE": "2",
+        "GPULEDGER_DIST_INIT_METHOD": f"file://{tmp_path / 'rendezvous'}",
+        "GLOO_SOCKET_IFNAME": "lo",
+        "OMP_NUM_THREADS": "1",
+        "GPULEDGER_DIST_TIMEOUT_S": "120",
+    }
+    logs = [(tmp_path / f"rank{r}.out", tmp_path / f"rank{r}.err") for r in (0, 1)]
+    ranks = []
+    for rank, (out, err) in enumerate(logs):
+        with open(out, "wb") as o, open(err, "wb") as e:
+            ranks.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "gpuledger.cli.main", *args],
+                    env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
+                    stdout=o,
+                    stderr=e,
+                    start_new_session=True,
+                )
+            )
+    return ranks, logs
 
 
 def test_two_gloo_processes_train_data_parallel_and_rank_0_records_both(
@@ -258,16 +276,7 @@ def test_two_gloo_processes_train_data_parallel_and_rank_0_records_both(
         db,
         "--json",
     ]
-    env = {
-        **os.environ,
-        "WORLD_SIZE": "2",
-        "GPULEDGER_DIST_INIT_METHOD": f"file://{tmp_path / 'rendezvous'}",
-        "GLOO_SOCKET_IFNAME": "lo",
-        "OMP_NUM_THREADS": "1",
-        "GPULEDGER_DIST_TIMEOUT_S": "120",
-    }
-    logs = [(tmp_path / f"rank{r}.out", tmp_path / f"rank{r}.err") for r in (0, 1)]
-    ranks = [_rank(r, args, env, *logs[r]) for r in (0, 1)]
+    ranks, logs = _two_ranks(args, tmp_path)
     try:
         for p in ranks:
             p.wait(timeout=300)
@@ -389,16 +398,7 @@ def test_ctrl_c_stops_every_rank_at_the_same_step_and_keeps_the_finished_ones(
         db,
         "--json",
     ]
-    env = {
-        **os.environ,
-        "WORLD_SIZE": "2",
-        "GPULEDGER_DIST_INIT_METHOD": f"file://{tmp_path / 'rendezvous'}",
-        "GLOO_SOCKET_IFNAME": "lo",
-        "OMP_NUM_THREADS": "1",
-        "GPULEDGER_DIST_TIMEOUT_S": "120",
-    }
-    logs = [(tmp_path / f"rank{r}.out", tmp_path / f"rank{r}.err") for r in (0, 1)]
-    ranks = [_rank(r, args, env, *logs[r]) for r in (0, 1)]
+    ranks, logs = _two_ranks(args, tmp_path)
     try:
         deadline = time.monotonic() + 120
         stored = 0

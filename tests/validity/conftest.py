@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from support.servers import started_servers
+
 SERVER_FILE = Path(__file__).resolve().parents[1] / "bench" / "stream_server.py"
 
 
@@ -52,16 +54,7 @@ def stream_server() -> ModuleType:
 def serve(stream_server: ModuleType) -> Iterator[Callable[..., Any]]:
     """``serve(ttft_s=..., itl_s=..., ...)`` → a started loopback server (keyword arguments of its
     ``Scenario``), stopped after the test."""
-    started: list[Any] = []
-
-    def start(**scenario: Any) -> Any:
-        srv = stream_server.StreamServer(stream_server.Scenario(**scenario)).start()
-        started.append(srv)
-        return srv
-
-    yield start
-    for srv in started:
-        srv.stop()
+    yield from started_servers(lambda **sc: stream_server.StreamServer(stream_server.Scenario(**sc)))
 
 
 @pytest.fixture

@@ -10,25 +10,18 @@ from typing import Any
 
 import pytest
 
+from support.servers import started_servers
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-from stream_server import Scenario, StreamServer
+from stream_server import StreamServer
 from workload_helpers import ReplayServer
 
 
 @pytest.fixture
 def serve() -> Iterator[Callable[..., StreamServer]]:
     """``serve(Scenario(...))`` → a started loopback server (tests/bench/stream_server.py), stopped after."""
-    started: list[StreamServer] = []
-
-    def start(scenario: Scenario | None = None, **kwargs: Any) -> StreamServer:
-        srv = StreamServer(scenario, **kwargs).start()
-        started.append(srv)
-        return srv
-
-    yield start
-    for srv in started:
-        srv.stop()
+    yield from started_servers(StreamServer)
 
 
 @pytest.fixture
