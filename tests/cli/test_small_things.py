@@ -60,3 +60,14 @@ def test_a_cpu_run_is_not_told_that_the_gpu_serves_all_the_time(golden_db: str) 
     text = CliRunner().invoke(app, ["cost", run, "--no-save"], env={"GPULEDGER_DB": golden_db,
                                                                     "COLUMNS": "200"}).stdout
     assert "GPU serves" not in text
+
+
+def test_only_warnings_about_noise_are_called_noisy(golden_db: str) -> None:
+    """The golden torch run ran on a busy CPU, and on the CPU because PyTorch is a CPU build: the first is why
+    its figures are noisy, the second is where it ran (a warning, not noise)."""
+    doc = json.loads(CliRunner().invoke(app, ["report", IDS["torch"], "--profile", "cpu-cloud", "--json"],
+                                        env={"GPULEDGER_DB": golden_db}).stdout)
+    why = doc["sections"][0]["answers"][0]["why"]
+    noisy = [line for line in why if line.startswith("noisy:")]
+    assert [line.split(" (")[0] for line in noisy] == ["noisy: the CPU is busy"], why
+    assert not any("running on the CPU" in line for line in why)

@@ -45,6 +45,7 @@ from gpuledger.bench.writer import CLIENT_CPU_WARN_RATIO, RunWriter
 from gpuledger.engines import GenResult
 from gpuledger.errors import EngineError, UsageError
 from gpuledger.records import BenchSpec, ServerSpec
+from gpuledger.records.run import CLIENT_CORE_WARNING
 from gpuledger.records.spec import ConcurrencyStage, RateStage, Stage, dump_spec
 from gpuledger.workload.datasets import Prompt
 
@@ -407,8 +408,8 @@ class WorkerPool:
             ratio = demand(busiest)
             if ratio >= CLIENT_CPU_WARN_RATIO:
                 out["warnings"] = [
-                    f"load worker {busiest['worker']} used {ratio:.0%} of one CPU core during the window: it "
-                    "may have limited the run"
+                    f"load worker {busiest['worker']} used {ratio:.0%} {CLIENT_CORE_WARNING}: it may have "
+                    "limited the run"
                 ]
         out["load_workers"] = {
             "count": len(workers),

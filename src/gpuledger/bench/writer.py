@@ -44,6 +44,7 @@ from gpuledger.errors import GpuledgerError, StoreError
 from gpuledger.facts.cpu import usable_cpus
 from gpuledger.records import RequestRecord, RunInfo, RunStatus, RunSummary, TelemetrySample
 from gpuledger.records.environment import load_environment
+from gpuledger.records.run import CLIENT_CORE_WARNING
 from gpuledger.records.spec import TelemetryRecord, TelemetrySource
 from gpuledger.store.engine import StoreLockedError
 from gpuledger.store.exchange import telemetry_problem
@@ -314,7 +315,7 @@ class RunWriter:
             out["note"] = self.in_process
         elif ratio >= CLIENT_CPU_WARN_RATIO:
             out["warnings"] = [
-                f"the client used {ratio:.0%} of one CPU core during the window: it may have limited the run"
+                f"the client used {ratio:.0%} {CLIENT_CORE_WARNING}: it may have limited the run"
             ]
         return out
 

@@ -52,6 +52,15 @@ class RequestRecord:
         return self.error is None
 
 
+# The phrases of the client's and the server's warnings that say a run's measured figures are noisy: the
+# client's own CPU near a core, a CPU busy with other work. Their producers (``bench.writer``,
+# ``bench.workers``, ``engines.torch.device``) write them, the report's "why" lines pick those warnings out
+# by them (runs stored earlier carry the same phrases); any other warning is not about noise.
+CLIENT_CORE_WARNING = "of one CPU core during the window"
+CPU_BUSY_WARNING = "the CPU is busy"
+NOISE_WARNINGS = (CLIENT_CORE_WARNING, CPU_BUSY_WARNING)
+
+
 @dataclass(slots=True)
 class TelemetrySample:
     """One reading. ``t`` is seconds on the run's clock; ``value`` is in base units

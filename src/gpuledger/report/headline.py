@@ -22,6 +22,7 @@ from gpuledger.cost.model import money_prefix
 from gpuledger.cost.operating import operating_point
 from gpuledger.errors import GpuledgerError
 from gpuledger.records import RequestRecord, RunInfo, RunSummary
+from gpuledger.records.run import NOISE_WARNINGS
 from gpuledger.records.validity import Verdict
 from gpuledger.report import fmt
 from gpuledger.report.costs import Costs
@@ -109,7 +110,7 @@ def _noise(info: RunInfo) -> list[str]:
     out = []
     for w in [*(info.client.get("warnings") or []), *(info.server.get("warnings") or [])]:
         text = str(w)
-        if "CPU" in text or "busy" in text or "core" in text:
+        if any(phrase in text for phrase in NOISE_WARNINGS):
             out.append(f"noisy: {text}")
     return out
 

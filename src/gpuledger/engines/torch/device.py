@@ -19,6 +19,7 @@ from gpuledger.engines.torch.imports import import_torch
 from gpuledger.errors import ResourceError, UsageError
 from gpuledger.facts.cpu import cpu_model_name, usable_cpus
 from gpuledger.quantity import Quantity
+from gpuledger.records.run import CPU_BUSY_WARNING
 from gpuledger.records.torchspec import BYTES_PER_ELEMENT, MemoryEstimate, ModelShape
 
 DEVICE_CHOICES: tuple[str, ...] = ("auto", "cpu", "cuda")
@@ -275,7 +276,7 @@ class CpuThreads:
         if busy is not None:
             load, cpus = busy
             note = (
-                f"the CPU is busy (1-minute load average {load:.1f} on {cpus} usable logical CPUs): other "
+                f"{CPU_BUSY_WARNING} (1-minute load average {load:.1f} on {cpus} usable logical CPUs): other "
                 "processes compete with this measurement"
             )
             if "OMP_NUM_THREADS" not in os.environ and self.before > 1:
