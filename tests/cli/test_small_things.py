@@ -71,3 +71,33 @@ def test_only_warnings_about_noise_are_called_noisy(golden_db: str) -> None:
     noisy = [line for line in why if line.startswith("noisy:")]
     assert [line.split(" (")[0] for line in noisy] == ["noisy: the CPU is busy"], why
     assert not any("running on the CPU" in line for line in why)
+
+
+def test_an_arm_instance_price_on_an_x86_run_is_warned_and_the_default_is_the_runs_own(
+    golden_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cpu-cloud` is an arm64 instance (AWS m7g): it prices the golden x86_64 torch run only with a warning
+    that the price is another architecture's; without --profile the run is priced at an x86_64 instance."""
+    env = {"GPULEDGER_DB": golden_db}
+
+    def cost(*args: str) -> dict:
+        result = CliRunner().invoke(app, ["cost", IDS["torch"], "--no-save", "--json", *args], env=env)
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+    arm = cost("--profile", "cpu-cloud")
+    assert [w for w in arm["warnings"] if "another architecture" in w] == [
+        f"profile 'cpu-cloud' prices an arm64 instance, but run {IDS['torch']} ran on x86_64: the price is "
+        "another architecture's (without --profile a CPU run is priced as a cloud instance of its own "
+        "architecture)"
+    ]
+    own = cost()
+    assert own["profile"]["name"].startswith("cpu-cloud-x86_64-")
+    assert not any("another architecture" in w for w in own["warnings"])
+    mine = tmp_path / "graviton.yaml"  # a user's profile says its instance's architecture as platforms do
+    mine.write_text("name: graviton\nrental_per_hour: 0.09\ncpu_arch: aarch64\n")
+    assert any("prices an arm64 instance" in w for w in cost("--profile", str(mine))["warnings"])
+    mine.write_text("name: mine\nrental_per_hour: 0.09\ncpu_arch: sparc\n")
+    monkeypatch.setenv("GPULEDGER_DB", golden_db)
+    assert main(["cost", IDS["torch"], "--no-save", "--profile", str(mine)]) == 4
+    assert "cpu_arch: Input should be 'x86_64' or 'arm64' (got 'sparc')" in capsys.readouterr().err

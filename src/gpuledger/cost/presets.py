@@ -19,6 +19,7 @@ from gpuledger.catalog.model import Confidence, Figure, Segment, SourceIn
 from gpuledger.cost.profile import (
     MONEY_FIELDS,
     CostProfile,
+    normalise_arch,
     parse_profile,
     read_profile_file,
     unknown_field_error,
@@ -135,7 +136,6 @@ class CpuPowerDefaults:
     arch: str  # the architecture whose instance price ``rental_per_vcpu_hour`` is
 
 
-X86 = ("x86_64", "amd64", "i686", "x86")
 
 
 def cpu_defaults(arch: str | None = None) -> CpuPowerDefaults:
@@ -143,7 +143,7 @@ def cpu_defaults(arch: str | None = None) -> CpuPowerDefaults:
     architecture gets the arm64 price, the default ``cpu-cloud`` preset)."""
     doc = presets_file()
     c = doc.cpu
-    x86 = arch is not None and arch.lower() in X86
+    x86 = arch is not None and normalise_arch(arch) == "x86_64"
     rent = c.rental_per_vcpu_hour_x86_64 if x86 else c.rental_per_vcpu_hour
     return CpuPowerDefaults(
         c.tdp_w_per_thread.value,
@@ -464,6 +464,7 @@ def default_profile_for(run: RunInfo, catalog: Catalog | None = None) -> CostPro
             "description": f"CPU-only run priced as a {vcpus}-vCPU {defaults.arch} cloud instance "
             f"(the run's architecture: {arch or 'not recorded'})",
             "rental_per_hour": defaults.rental_per_vcpu_hour * vcpus,
+            "cpu_arch": defaults.arch,
             "sources": sources,
         }
     )

@@ -58,6 +58,17 @@ MAX_TEXT_CHARS = 2_000
 MAX_SOURCES = 64
 # Money fields are those whose unit is in the profile's currency (FIELD_UNITS is the one list).
 MONEY_FIELDS: tuple[str, ...] = tuple(k for k, unit in FIELD_UNITS.items() if "{cur}" in unit)
+X86_NAMES = ("x86_64", "amd64", "i686", "x86")
+ARM_NAMES = ("arm64", "aarch64", "armv8")
+
+
+def normalise_arch(arch: str) -> str:
+    """``x86_64`` or ``arm64`` for the names platforms give them (``AMD64``, ``aarch64``, …); any other name
+    lowercased, as it is (the profile's field then refuses it)."""
+    name = arch.strip().lower()
+    return "x86_64" if name in X86_NAMES else "arm64" if name in ARM_NAMES else name
+
+
 _FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
@@ -97,6 +108,9 @@ class CostProfile(BaseModel):
     cpu_tdp_w: float | None = Field(default=None, gt=0)
     # the GPU a run with no telemetry of its devices ran on (a server measured from another machine)
     gpu: str | None = Field(default=None, min_length=1, max_length=200)
+    # the CPU architecture of the instance ``rental_per_hour`` prices (x86_64 or arm64): a CPU-only run of
+    # another architecture is warned that its price is another architecture's
+    cpu_arch: Literal["x86_64", "arm64"] | None = None
     # pricing input and output separately
     output_to_input_cost_ratio: float | None = Field(default=None, gt=0)
     # where each figure came from (field -> text); presets fill it, users may
@@ -115,6 +129,11 @@ class CostProfile(BaseModel):
                         f"{MAX_TEXT_CHARS} of text"
                     )
         return value
+
+    @field_validator("cpu_arch", mode="before")
+    @classmethod
+    def _arch(cls, value: Any) -> Any:
+        return normalise_arch(value) if isinstance(value, str) else value
 
     @field_validator("currency")
     @classmethod
@@ -168,6 +187,8 @@ class CostProfile(BaseModel):
 
     def to_dict(self) -> dict[str, Any]:
         out = self.model_dump()
+        if self.cpu_arch is None:
+            del out["cpu_arch"]  # a profile that does not say is shown and stored as before
         out["mode"] = self.mode
         return out
 
