@@ -98,7 +98,11 @@ def test_tiny_sd_on_the_cpu_measures_each_stage_and_every_step() -> None:
         assert r.steps == len(r.step_end) >= 4
         enc, den, dec = r.text_encode_s, r.denoise_s, r.decode_s
         assert enc and den and dec and enc + den + dec <= r.t_end - r.t_send
-        assert r.peak_memory_bytes is None and r.notes == []
+        assert r.peak_memory_bytes is None
+        assert r.notes == ([] if r.steps == 4 else [
+            f"PNDMScheduler ran {r.steps} denoising steps for num_inference_steps=4: steps are counted as the "
+            "pipeline ran them"
+        ])
     thumb = results[0].thumbnails[0]
     assert (thumb.width, thumb.height, thumb.source_width) == (64, 64, 64)
     assert base64.b64decode(thumb.png_base64)[:4] == b"\x89PNG"

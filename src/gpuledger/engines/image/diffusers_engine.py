@@ -365,6 +365,13 @@ class DiffusersEngine:
             steps=len(rec.steps),
             error=error,
         )
+        asked = int(kwargs["num_inference_steps"])
+        if error is None and rec.steps and len(rec.steps) != asked:
+            # PNDM's schedule, for one, has one step more than asked: the steps counted are those that ran.
+            result.notes.append(
+                f"{type(pipe.scheduler).__name__} ran {len(rec.steps)} denoising steps for "
+                f"num_inference_steps={asked}: steps are counted as the pipeline ran them"
+            )
         if rec.encode:
             result.text_encode_s = sum(b - a for a, b in rec.encode)
         if rec.steps:
