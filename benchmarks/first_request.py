@@ -67,8 +67,8 @@ class Proxy:
                 k: v for k, v in up.headers.items()
                 if k.lower() not in ("content-length", "transfer-encoding", "content-encoding", "connection")
             })
-            await resp.prepare(request)
             try:
+                await resp.prepare(request)
                 async for chunk in up.content.iter_any():
                     await resp.write(chunk)
                 await resp.write_eof()

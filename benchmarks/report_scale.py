@@ -99,7 +99,7 @@ def make_run(store: Store, n: int, output_tokens: int) -> tuple[str, float]:
             started_at=started,
             engine="openai",
             model="bench-model",
-            config={"concurrency": 64},
+            config={"load": {"kind": "concurrency", "stages": [{"stage": "c=64", "concurrency": 64}]}},
             environment={"hostname": "bench", "driver": "550.54.15", "cuda": "12.4"},
             server={"name": "vllm", "version": "0.6.3"},
         )
@@ -107,7 +107,7 @@ def make_run(store: Store, n: int, output_tokens: int) -> tuple[str, float]:
     for i in range(0, n, BATCH):
         store.add_requests(run_id, reqs[i : i + BATCH])
     summary = summarize(reqs)
-    window = float(summary["window_s"])
+    window = summary.window_s
     samples, tele = telemetry(window)
     store.add_telemetry(run_id, samples)
     store.update_run(

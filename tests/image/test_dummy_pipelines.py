@@ -100,8 +100,8 @@ def test_tiny_sd_on_the_cpu_measures_each_stage_and_every_step() -> None:
         assert enc and den and dec and enc + den + dec <= r.t_end - r.t_send
         assert r.peak_memory_bytes is None
         assert r.notes == ([] if r.steps == 4 else [
-            f"PNDMScheduler ran {r.steps} denoising steps for num_inference_steps=4: steps are counted as the "
-            "pipeline ran them"
+            f"PNDMScheduler ran {r.steps} denoising steps for num_inference_steps=4: steps are counted as "
+            "the pipeline ran them"
         ])
     thumb = results[0].thumbnails[0]
     assert (thumb.width, thumb.height, thumb.source_width) == (64, 64, 64)
