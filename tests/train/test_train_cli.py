@@ -219,6 +219,16 @@ def test_train_tokens_is_for_a_training_run(tmp_path: Path, cli: CLI) -> None:
     assert got == 2 and "--train-tokens must be a number of tokens in (0, 1e+18]" in err
 
 
+def _ddp_bench(model_dir: Path, db: str, steps: int) -> list[str]:
+    """The command each rank of the 2-process runs is started with (the same for every rank, as torchrun
+    starts them): the tiny Llama, 2 × 32 tokens per rank, one warm-up step, on the CPU, stored in ``db``."""
+    return [
+        "bench", "--task", "train", "--model", str(model_dir), "--batch-size", "2", "--seq-len", "32",
+        "--steps", str(steps), "--warmup-steps", "1", "--device", "cpu", "--no-telemetry",
+        "--db", db, "--json",
+    ]
+
+
 Ranks = list[subprocess.Popen[bytes]]
 
 
@@ -255,27 +265,7 @@ def test_two_gloo_processes_train_data_parallel_and_rank_0_records_both(
     """Two CPU processes on this machine, as torchrun starts them: the rendezvous is a file (no socket) and
     gloo binds loopback only (GLOO_SOCKET_IFNAME=lo)."""
     db = f"sqlite:///{tmp_path / 's.sqlite'}"
-    args = [
-        "bench",
-        "--task",
-        "train",
-        "--model",
-        str(tiny_llama_dir),
-        "--batch-size",
-        "2",
-        "--seq-len",
-        "32",
-        "--steps",
-        "4",
-        "--warmup-steps",
-        "1",
-        "--device",
-        "cpu",
-        "--no-telemetry",
-        "--db",
-        db,
-        "--json",
-    ]
+    args = _ddp_bench(tiny_llama_dir, db, steps=4)
     ranks, logs = _two_ranks(args, tmp_path)
     try:
         for p in ranks:
@@ -377,27 +367,7 @@ def test_ctrl_c_stops_every_rank_at_the_same_step_and_keeps_the_finished_ones(
     from gpuledger.store import open_store
 
     db = f"sqlite:///{tmp_path / 's.sqlite'}"
-    args = [
-        "bench",
-        "--task",
-        "train",
-        "--model",
-        str(tiny_llama_dir),
-        "--batch-size",
-        "2",
-        "--seq-len",
-        "32",
-        "--steps",
-        "100000",
-        "--warmup-steps",
-        "1",
-        "--device",
-        "cpu",
-        "--no-telemetry",
-        "--db",
-        db,
-        "--json",
-    ]
+    args = _ddp_bench(tiny_llama_dir, db, steps=100000)
     ranks, logs = _two_ranks(args, tmp_path)
     try:
         deadline = time.monotonic() + 120

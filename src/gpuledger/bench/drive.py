@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from time import perf_counter
-from typing import Any
+from typing import Any, TypeVar
 
 from gpuledger.engines import BatchEngine, Engine, GenRequest, GenResult
 from gpuledger.errors import EngineError
@@ -27,6 +27,8 @@ from gpuledger.records.spec import BatchStage, ConcurrencyStage, RateStage, Stag
 from gpuledger.workload.datasets import DEFAULT_MAX_TOKENS, Prompt
 from gpuledger.workload.load import poisson_gaps
 from gpuledger.workload.prompts import PromptSource
+
+T = TypeVar("T")
 
 
 class Feed:
@@ -125,6 +127,26 @@ class Drive:
     # compares them with the server's count: bench.prepare.PromptCheck).
     targets: dict[int, int] = field(default_factory=dict)
 
+    def start(self, work: Coroutine[Any, Any, Any], inflight: set[asyncio.Task[Any]]) -> None:
+        """``work`` as a task the run cancels on a signal (``tasks``) and the driver awaits at its end
+        (``inflight``); each set lets it go when it is done."""
+        task = asyncio.create_task(work)
+        inflight.add(task)
+        self.tasks.add(task)
+        task.add_done_callback(inflight.discard)
+        task.add_done_callback(self.tasks.discard)
+
+
+async def next_in_slot(sem: asyncio.Semaphore | None, take: Callable[[], Awaitable[T | None]]) -> T | None:
+    """A slot under the concurrency cap (``sem``; None: no cap), then the next item ``take`` gives; when there
+    is none (the load has ended), the slot is given back."""
+    if sem is not None:
+        await sem.acquire()
+    item = await take()
+    if item is None and sem is not None:
+        sem.release()
+    return item
+
 
 Driver = Callable[[Drive, Any, Feed], Awaitable[None]]
 DRIVERS: dict[str, Driver] = {}
@@ -178,19 +200,11 @@ async def _poisson(ctx: Drive, stage: RateStage, feed: Feed) -> None:
             next_send += next(gaps)
             await feed.pause(next_send - perf_counter())
         first = False
-        if sem is not None:
-            await sem.acquire()
-        req = await feed.next()
+        req = await next_in_slot(sem, feed.next)
         if req is None:
-            if sem is not None:
-                sem.release()
             break
         ctx.scheduled[req.index] = next_send
-        t = asyncio.create_task(one(req, sem))
-        inflight.add(t)
-        ctx.tasks.add(t)
-        t.add_done_callback(inflight.discard)
-        t.add_done_callback(ctx.tasks.discard)
+        ctx.start(one(req, sem), inflight)
     if inflight:
         await asyncio.gather(*list(inflight))
 

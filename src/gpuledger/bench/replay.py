@@ -17,7 +17,7 @@ import asyncio
 from time import perf_counter
 from typing import Any
 
-from gpuledger.bench.drive import Drive, Feed, driver
+from gpuledger.bench.drive import Drive, Feed, driver, next_in_slot
 from gpuledger.bench.sessions import annotate
 from gpuledger.engines import GenRequest
 from gpuledger.errors import EngineError
@@ -69,19 +69,11 @@ async def _replay(ctx: Drive, stage: TraceStage, feed: Feed) -> None:
         offset = arrival / stage.speed
         due = start + offset
         await _until(feed, due)
-        if sem is not None:
-            await sem.acquire()
-        req = await feed.next()
+        req = await next_in_slot(sem, feed.next)
         if req is None:
-            if sem is not None:
-                sem.release()
             break
         ctx.scheduled[req.index] = due
-        t = asyncio.create_task(one(req, offset, due))
-        inflight.add(t)
-        ctx.tasks.add(t)
-        t.add_done_callback(inflight.discard)
-        t.add_done_callback(ctx.tasks.discard)
+        ctx.start(one(req, offset, due), inflight)
     if inflight:
         await asyncio.gather(*list(inflight))
 

@@ -26,7 +26,7 @@ import asyncio
 from collections.abc import Iterator
 from typing import Any
 
-from gpuledger.bench.drive import Drive, Feed
+from gpuledger.bench.drive import Drive, Feed, next_in_slot
 from gpuledger.engines import GenRequest, GenResult
 from gpuledger.errors import EngineError
 from gpuledger.records.spec import ConcurrencyStage, RateStage, Stage
@@ -159,18 +159,10 @@ async def _arrivals(ctx: Drive, stage: RateStage, feed: SessionFeed) -> None:
         if not first:
             await feed.pause(next(gaps))
         first = False
-        if sem is not None:
-            await sem.acquire()
-        session = await feed.next_session()
+        session = await next_in_slot(sem, feed.next_session)
         if session is None:
-            if sem is not None:
-                sem.release()
             break
-        task = asyncio.create_task(run(session))
-        running.add(task)
-        ctx.tasks.add(task)
-        task.add_done_callback(running.discard)
-        task.add_done_callback(ctx.tasks.discard)
+        ctx.start(run(session), running)
     if running:
         await asyncio.gather(*list(running))
 
