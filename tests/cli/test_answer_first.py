@@ -181,3 +181,44 @@ def test_run_opens_with_the_price_and_prints_its_power_rule_once(
         assert not too_wide(out, width) and not cut_numbers(out, wide) and not split_in_cells(out), out
         if doc["power"]["measured_w"] is None:  # no RAPL here: the price rests on the TDP rule
             assert out.count("CodeCarbon") == 1, out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("task", "unit", "key"), [
+    ("train", "USD per 1M training tokens", "usd_per_1m_training_tokens"),
+    ("image", "USD per 1,000 images", "usd_per_1k_images"),
+])
+def test_run_of_a_training_or_image_task_opens_with_the_price_like_a_text_run(
+    task: str, unit: str, key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`gpuledger run --task train|image --quick` on this CPU: the same answer as `cost` and `report` first
+    (the price of the task's unit, the verdict, the key figures, the why lines), then the task's own line;
+    80 and 120 columns without a number cut."""
+    pytest.importorskip("torch", reason="`gpuledger run` needs torch")
+    if task == "image":
+        pytest.importorskip("diffusers", reason="`gpuledger run --task image` needs diffusers")
+    from gpuledger.cli.main import main
+    from gpuledger.cli.run_steps import render_task
+
+    module = __import__(f"gpuledger.cli.run_{task}", fromlist=["_figures"])
+    db = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    rc = main(["run", "--task", task, "--quick", "--profile", "cpu-cloud", "--html", str(tmp_path / "r.html"),
+               "--db", db, "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 0 and doc["cost"] is not None, doc
+    price = f"{fmt.num(doc['cost'][key])} {unit}"
+    assert doc["answer"]["headline"] == price
+    monkeypatch.setenv("COLUMNS", "1000")
+    render_task(doc, module._figures(doc["metrics"]))
+    wide = capsys.readouterr().out
+    for width in (80, 120):
+        monkeypatch.setenv("COLUMNS", str(width))
+        render_task(doc, module._figures(doc["metrics"]))
+        out = capsys.readouterr().out
+        lines = [line for line in out.splitlines() if line.strip()]
+        start = next(i for i, line in enumerate(lines) if line.startswith(f"run {doc['run_id']}"))
+        assert lines[start + 1] == price, lines[: start + 3]
+        assert out.index(price) < out.index("doctor:") < out.index("run id:")
+        assert "validity:" in out and "why:" in out and "_per_" not in out  # no raw JSON keys
+        assert not too_wide(out, width) and not cut_numbers(out, wide) and not split_in_cells(out), out

@@ -22,6 +22,7 @@ from gpuledger.cli.files import check_target
 from gpuledger.cli.run_steps import (
     NA,
     Steps,
+    answer_of,
     cost_step,
     doctor_step,
     num,
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
     from gpuledger.quantity import Quantity
     from gpuledger.records import RunInfo
     from gpuledger.records.torchspec import MemoryEstimate
-    from gpuledger.report.model import Answer
     from gpuledger.store import Store
 
 # --memory-budget: at most 1 PiB, more than any device has (docs/contracts.md, "Which inputs are bounded").
@@ -181,19 +181,6 @@ def _document(
     return doc
 
 
-def _answer_of(doc: dict[str, Any]) -> Answer:
-    from gpuledger.report.model import Answer
-
-    a = doc["answer"]
-    return Answer(
-        title=a["title"],
-        headline=a["headline"],
-        subline=a["subline"],
-        facts=tuple((f["label"], f["value"]) for f in a["facts"]),
-        why=tuple(a["why"]),
-    )
-
-
 def _render(doc: dict[str, Any]) -> None:
     """The answer first (price, key figures, power, why: the same as ``report`` and ``cost``), then what
     was run and where the report is, fitted to the terminal; a long provenance rule (the CPU power
@@ -218,7 +205,7 @@ def _render(doc: dict[str, Any]) -> None:
         indent=2,
     )
     console.print()
-    print_answer(_answer_of(doc), console, notes)
+    print_answer(answer_of(doc), console, notes)
     rows: list[tuple[str, str]] = []
     d = doc["doctor"]
     if d is not None:

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from gpuledger.records.image import ImageSpec
     from gpuledger.records.spec import BenchSpec
     from gpuledger.records.trainspec import TrainSpec
+    from gpuledger.report.model import Answer
     from gpuledger.store import Store
 
 NA = "n/a"
@@ -251,8 +252,17 @@ def task_document(
 ) -> dict[str, Any]:
     """The JSON document of a task's evaluation: its run, choice, doctor, ``metrics``, ``extra`` and the
     prices per unit (the cost's ``…_per_…`` figures that name ``unit_word``)."""
+    from gpuledger.cost.breakeven import run_sensitivity
+    from gpuledger.report.headline import cost_answer, measured_answer
+
     run, spec = done.run, done.run.config
     cost = done.cost.to_dict() if done.cost is not None else None
+    # The same answer as `gpuledger report` and `cost` (gpuledger.report.headline): price first.
+    answer = (
+        cost_answer(done.cost, run_sensitivity(done.cost), f"run {run.id}")
+        if done.cost is not None
+        else measured_answer(run, f"run {run.id}")
+    )
     price = {k: v for k, v in (cost or {}).items() if isinstance(k, str) and "_per_" in k and unit_word in k}
     return {
         "task": task,
@@ -266,6 +276,7 @@ def task_document(
         "doctor": done.doctor,
         "metrics": metrics,
         **(extra or {}),
+        "answer": answer.to_dict(),
         "cost": {"currency": (cost or {}).get("currency"), **price, "document": cost}
         if cost is not None
         else None,
@@ -274,20 +285,36 @@ def task_document(
     }
 
 
-def render_task(doc: dict[str, Any], figures: str) -> None:
-    """A task's evaluation on the terminal: what ran and why, its prices, ``figures`` (console markup: the
-    task's own line), the doctor's counts, the run's id, the report and what is missing."""
-    console.print(
-        f"[bold]gpuledger run --task {doc['task']}[/bold] — {escape(doc['model'])} on "
-        f"{escape(str(doc['device']))} ({escape(str(doc['dtype']))}); "
-        f"{escape(doc['model_choice']['reason'])}",
-        highlight=False,
+def answer_of(doc: dict[str, Any]) -> Answer:
+    """The answer a run's JSON document carries (``doc["answer"]``), to print."""
+    from gpuledger.report.model import Answer
+
+    a = doc["answer"]
+    return Answer(
+        title=a["title"],
+        headline=a["headline"],
+        subline=a["subline"],
+        facts=tuple((f["label"], f["value"]) for f in a["facts"]),
+        why=tuple(a["why"]),
     )
-    c = doc["cost"]
-    if c is not None:
-        prices = ", ".join(f"{num(v, '.4g')} {k}" for k, v in c.items() if k not in ("currency", "document"))
-        console.print(f"  cost: {escape(prices)}", highlight=False)
-    console.print(f"  {figures}", highlight=False)
+
+
+def render_task(doc: dict[str, Any], figures: str) -> None:
+    """A task's evaluation on the terminal: what ran and why, then the answer (price first, key figures,
+    power, why: the same as ``report`` and ``cost``), ``figures`` (console markup: the task's own line),
+    the doctor's counts, the run's id, the report, its warnings and what is missing; a long provenance
+    sentence once, at the end."""
+    from rich.text import Text
+
+    from gpuledger.report.layout import Notes, paragraph
+    from gpuledger.report.terminal import print_answer
+
+    notes = Notes()
+    what = f" — {doc['model']} on {doc['device']} ({doc['dtype']}); {doc['model_choice']['reason']}"
+    paragraph(console, Text(f"gpuledger run --task {doc['task']}", style="bold") + Text(what), indent=2)
+    console.print()
+    print_answer(answer_of(doc), console, notes)
+    paragraph(console, Text.from_markup(figures), lead="  ", indent=4)
     d = doc["doctor"]
     if d is not None:
         console.print(f"  doctor: {d['errors']} errors, {d['warnings']} warnings", highlight=False)
@@ -296,6 +323,11 @@ def render_task(doc: dict[str, Any], figures: str) -> None:
         f"{escape(doc['run_id'])}",
         highlight=False,
     )
-    console.print(f"report: {escape(doc['report_html'] or 'n/a')}", highlight=False)
+    paragraph(console, doc["report_html"] or "n/a", lead="report: ", indent=0)
+    c = doc["cost"]
+    warnings = ((c or {}).get("document") or {}).get("warnings") or []
+    for w in warnings:
+        paragraph(console, notes.shorten(str(w)), lead=Text("  warning: ", style="yellow"), indent=4)
     for line in doc["missing"]:
-        console.print(f"  [yellow]missing:[/yellow] {escape(line)}", highlight=False)
+        paragraph(console, notes.shorten(line), lead=Text("  missing: ", style="yellow"), indent=4)
+    notes.print(console)
