@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -27,13 +26,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _inprocess import add_common_args, pin_torch
+
 from gpuledger.bench.image_flags import image_spec
 from gpuledger.bench.runner import run_bench
 from gpuledger.engines.image.base import request_for
 from gpuledger.engines.image.catalog import dummy_pipeline
 from gpuledger.engines.image.imports import import_torch
 from gpuledger.engines.image.pipelines import build_dummy
-from gpuledger.engines.torch.device import TORCH_DTYPE_NAMES, resolve_dtype, select_device
+from gpuledger.engines.torch.device import TORCH_DTYPE_NAMES
 from gpuledger.records.image import ImageSummary
 from gpuledger.store import open_store
 
@@ -110,26 +111,14 @@ def bare_round(pipe: Any, args: argparse.Namespace, device: str) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--model", default="dummy:tiny-sd")
+    add_common_args(ap, model="dummy:tiny-sd")
     ap.add_argument("--images", type=int, default=6)
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--size", type=int, default=64)
     ap.add_argument("--batch", type=int, default=1)
-    ap.add_argument("--device", default="auto")
-    ap.add_argument("--dtype", default="auto")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--json-out", type=Path, default=None)
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
-    torch = import_torch()
-    threads = args.threads or int(torch.get_num_threads())
-    torch.set_num_threads(threads)
-    # The engine runs a busy CPU with one thread unless OMP_NUM_THREADS says otherwise: both sides alike.
-    os.environ["OMP_NUM_THREADS"] = str(threads)
-    dev = select_device(args.device)
-    dtype = resolve_dtype(args.dtype, dev)
+    torch, threads, dev, dtype = pin_torch(args)
     args.device, args.dtype = dev.type, dtype
     torch.manual_seed(args.seed)
     built = build_dummy(

@@ -31,9 +31,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _inprocess import add_common_args, pin_torch
+
 from gpuledger.bench.flags import torch_spec
 from gpuledger.bench.runner import Hooks, run_bench
-from gpuledger.engines.torch.device import resolve_dtype, select_device
 from gpuledger.engines.torch.generate import make_prompts
 from gpuledger.engines.torch.imports import import_torch
 from gpuledger.engines.torch.models import LoadedModel, load_model, plan_model
@@ -94,28 +95,16 @@ def bare_round(loaded: LoadedModel, prompts: Any, args: argparse.Namespace) -> t
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rounds", type=int, default=5, help="rounds of each (at least 5)")
-    p.add_argument("--model", default="dummy:smollm2-135m")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--dtype", default="auto")
+    add_common_args(p, model="dummy:smollm2-135m")
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--input-tokens", type=int, default=32)
     p.add_argument("--output-tokens", type=int, default=32)
     p.add_argument("--requests", type=int, default=8)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=None, help="PyTorch intra-op threads for both")
-    p.add_argument("--json-out", type=Path, default=None)
     args = p.parse_args(argv)
     if args.rounds < 5:
         p.error("--rounds must be at least 5")
-    torch = import_torch()
-    threads = args.threads or int(torch.get_num_threads())
-    torch.set_num_threads(threads)
-    os.environ["OMP_NUM_THREADS"] = str(threads)  # the engine keeps a count the user chose
-
+    torch, threads, dev, dtype = pin_torch(args)
     plan = plan_model(args.model)
-    dev = select_device(args.device)
-    dtype = resolve_dtype(args.dtype, dev)
     loaded = load_model(plan, dev, dtype, seed=args.seed)
     planned = -(-args.requests // args.batch) * args.batch
     prompts = make_prompts(loaded, planned, args.input_tokens, args.seed)

@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _inprocess import add_common_args, pin_torch
+
 from gpuledger.bench.runner import Hooks, run_bench
 from gpuledger.bench.train_flags import train_spec
 from gpuledger.engines.torch.device import resolve_dtype, select_device
@@ -149,28 +151,16 @@ def bare_round(args: argparse.Namespace) -> Round:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rounds", type=int, default=5, help="rounds of each (at least 5)")
-    p.add_argument("--model", default="dummy:smollm2-135m")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--dtype", default="auto")
+    add_common_args(p, model="dummy:smollm2-135m")
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--seq-len", type=int, default=64)
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--optimizer", default="adamw", choices=("adamw", "sgd"))
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=None, help="PyTorch intra-op threads for both")
-    p.add_argument("--json-out", type=Path, default=None)
     args = p.parse_args(argv)
     if args.rounds < 5:
         p.error("--rounds must be at least 5")
-    torch = import_torch()
-    threads = args.threads or int(torch.get_num_threads())
-    torch.set_num_threads(threads)
-    os.environ["OMP_NUM_THREADS"] = str(threads)  # the engine keeps a count the user chose
-
+    torch, threads, dev, dtype = pin_torch(args)
     plan = plan_model(args.model)
-    dev = select_device(args.device)
-    dtype = resolve_dtype(args.dtype, dev)
     print(
         f"{plan.name} on {dev.text()}, {dtype} (fp32 weights), {threads} threads; {args.steps} steps of "
         f"{args.batch} × {args.seq_len} tokens per round, {args.optimizer}",
