@@ -18,6 +18,7 @@ from gpuledger.cost.labour import resolve_setup_hours
 from gpuledger.cost.model import CostInputs, Evaluation, evaluate, money_prefix
 from gpuledger.cost.operating import DEFAULT_ATTAINMENT, OperatingPoint, operating_point
 from gpuledger.cost.power import PowerResolution, resolve_power
+from gpuledger.cost.presets import run_arch
 from gpuledger.cost.profile import HOURS_PER_MONTH, CostProfile, normalise_arch
 from gpuledger.cost.runview import DeviceView, cpu_device, gpu_devices
 from gpuledger.errors import InvalidInputError
@@ -394,7 +395,7 @@ def cost_of_run(
                     f"profile {profile.name!r}: {name} prices GPUs but run {run.id} used none (CPU-only run)",
                     hint="price a CPU run with host_price (ownership) or rental_per_hour",
                 )
-        arch = normalise_arch(run.environment.arch) if run.environment.arch else None
+        arch = normalise_arch(recorded) if (recorded := run_arch(run)) else None
         if profile.cpu_arch is not None and arch is not None and profile.cpu_arch != arch:
             warnings.append(
                 f"profile {profile.name or '(unnamed)'!r} prices an {profile.cpu_arch} instance, but run "
