@@ -149,6 +149,27 @@ def test_a_no_run_estimate_is_the_roofline_by_hand(catalog: Catalog) -> None:
     assert est.cost.per_1m_output == pytest.approx(2.0 / (point.output_tokens_per_s * 3600) * 1e6)
 
 
+def test_a_no_run_estimate_owned_prices_the_host_and_idle_power_as_a_measured_run_would(
+    catalog: Catalog,
+) -> None:
+    """An ownership profile's host_power_w and idle_power_w enter an estimate's energy the same way they enter
+    a measured run's (cost.power): serving = TDP x devices + host, idle = idle x devices + host, and the
+    average at the profile's utilisation is what the electricity is paid for."""
+    arch = find_known("dummy:qwen2.5-7b")
+    assert arch is not None
+    spec = catalog.get("mi300x")
+    profile = CostProfile(gpu_price=15000, electricity_per_kwh=0.2, pue=1.5, utilisation=0.5,
+                          host_power_w=300, idle_power_w=150)
+    est = estimate_model(arch, spec, Workload(1024, 256, 16), profile=profile)
+    tdp = spec.device_figure("tdp_w").value
+    assert tdp == 750
+    average = 0.5 * (750 + 300) + 0.5 * (150 + 300)  # 750 W
+    hourly = est.cost.hourly
+    assert hourly.power_w == pytest.approx(average)
+    assert hourly.energy == pytest.approx(average / 1000 * 1.5 * 0.2)
+    assert "host_power_w 300 W added" in est.cost.power_source and "catalog TDP" in est.cost.power_source
+
+
 def test_the_efficiency_comes_from_your_runs_then_published_points_then_the_default(
     make_run: MakeRun, catalog: Catalog
 ) -> None:

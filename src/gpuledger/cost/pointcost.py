@@ -9,6 +9,7 @@ from typing import Any
 
 from gpuledger.catalog import GpuSpec
 from gpuledger.cost.model import SECONDS_PER_HOUR, HourlyCost, hourly_cost, money_prefix, unit_price
+from gpuledger.cost.power import PowerResolution, with_host_and_idle
 from gpuledger.cost.profile import CostProfile
 from gpuledger.errors import InvalidInputError
 
@@ -72,19 +73,22 @@ def price_point(
     if output_tokens_per_s <= 0:
         raise InvalidInputError("nothing to price: the throughput is zero")
     if profile.mode == "rental":
-        power, how = 0.0, "not needed: the rental price includes energy"
-    elif profile.power_w is not None:
-        power, how = profile.power_w, profile.source_of("power_w")
+        hourly = hourly_cost(profile, 0.0, gpu_count=devices, setup_hours=setup_hours)
+        return PointCost(profile, hourly, devices, output_tokens_per_s, total_tokens_per_s, setup_hours,
+                         setup_source, "not needed: the rental price includes energy", rate_origin)
+    if profile.power_w is not None:
+        res = PowerResolution(profile.power_w, profile.power_w, profile.source_of("power_w"), False, False)
     else:
         tdp = spec.device_figure("tdp_w")
         if tdp.value is None:
             raise InvalidInputError(f"{spec.name} has no TDP in the catalog ({tdp.reason})",
                                     hint="set power_w in the cost profile")
-        power = tdp.value * devices
         how = f"estimate: catalog TDP {tdp.value:g} W x {devices} device(s), serving at full power"
-    serving = power
-    idle = profile.idle_power_w * devices if profile.idle_power_w is not None else serving
-    average = profile.utilisation * serving + (1.0 - profile.utilisation) * idle
+        res = PowerResolution(tdp.value * devices, tdp.value * devices, how, True, False)
+    # The same host and idle power as a measured run's price (cost.power.resolve_power).
+    res = with_host_and_idle(res, profile, devices)
+    average = profile.utilisation * res.serving_w + (1.0 - profile.utilisation) * res.idle_w
     hourly = hourly_cost(profile, average, gpu_count=devices, setup_hours=setup_hours)
+    how = "; ".join([res.source, *res.notes])
     return PointCost(profile, hourly, devices, output_tokens_per_s, total_tokens_per_s, setup_hours,
                      setup_source, how, rate_origin)

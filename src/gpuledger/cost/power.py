@@ -274,6 +274,12 @@ def resolve_power(
             hint="set power_w (W, all devices) in the profile, or name the GPU with --gpu NAME (or `gpu:` in "
             "the profile) to price it at its catalog TDP, an estimate",
         )
+    return with_host_and_idle(res, profile, n)
+
+
+def with_host_and_idle(res: PowerResolution, profile: CostProfile, n: int) -> PowerResolution:
+    """``res`` (the power of ``n`` devices) with the profile's ``host_power_w`` added and its idle power:
+    ``idle_power_w`` per device (plus the host), else the serving power, an upper bound that is said."""
     serving = res.serving_w + profile.host_power_w
     notes = list(res.notes)
     if profile.host_power_w:
