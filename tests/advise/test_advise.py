@@ -14,6 +14,7 @@ from cost_runs import MakeRun
 
 from gpuledger.catalog import Catalog
 from gpuledger.cli.main import main
+from gpuledger.cost import CostProfile
 from gpuledger.cost.advise import Advice, Request, advise
 from gpuledger.cost.advise_criteria import Answers
 from gpuledger.cost.advise_published import FrontPoint, interpolate, pareto_front
@@ -144,6 +145,20 @@ def test_memory_and_budget_answers_remove_deployments_and_say_which(
     poor = _advise(catalog, published, gpus=gpus, answers=Answers(budget_per_hour=1.0))
     over = [r for r in poor.rows if r.rank is None]
     assert over and all("over your 1" in r.status for r in over)
+    # the budget is held against the hourly cost each row shows (an owned GPU half idle, with host power:
+    # not its TDP at full power): a budget of exactly that keeps it ranked, a little less does not
+    for key in gpus:
+        own = {key: CostProfile(gpu_price=30000, electricity_per_kwh=3.0, utilisation=0.5, idle_power_w=100,
+                                host_power_w=500)}
+        best = _row(_advise(catalog, published, gpus=(key,), profiles=own), key).best
+        assert best is not None and best.cost is not None
+        shown = best.cost.hourly.total
+        kept = _row(_advise(catalog, published, gpus=(key,), profiles=own,
+                            answers=Answers(budget_per_hour=shown)), key)
+        assert kept.rank is not None and kept.best.cost.hourly.total == pytest.approx(shown), kept.status
+        cut = _row(_advise(catalog, published, gpus=(key,), profiles=own,
+                           answers=Answers(budget_per_hour=shown * 0.999)), key)
+        assert cut.best is None or cut.best.option.devices != best.option.devices, cut.status
 
 
 def test_setup_labour_comes_from_the_doctor_ledger_when_there_is_one(

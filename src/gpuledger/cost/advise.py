@@ -412,10 +412,14 @@ def _apply(key: str, answers: Answers, rq: Request, specs: Sequence[GpuSpec], st
             if isinstance(prof, str):
                 continue
             for n in rq.gpu_counts:
-                from gpuledger.cost.model import hourly_cost
-
-                tdp = s.device_figure("tdp_w").value or 0.0
-                h = hourly_cost(prof, tdp * n, gpu_count=n, setup_hours=state.setup[s.vendor].hours)
+                # The hourly cost a ranked row shows (its power at the profile's utilisation, host and idle
+                # power included): the rate served does not enter it.
+                setup = state.setup[s.vendor]
+                try:
+                    h = price_point(prof, s, n, 1.0, 1.0, setup_hours=setup.hours, setup_source=setup.source,
+                                    rate_origin="estimate").hourly
+                except InvalidInputError:
+                    continue  # no TDP to price: the row says so where it is priced
                 if h.total > budget:
                     state.excluded[f"{s.key}:{n}"] = (
                         f"{n} GPU(s) cost {h.total:.3g} {prof.currency}/h, over your {budget:g}"
