@@ -41,16 +41,18 @@ def _phase_row(name: str, block: Latency) -> tuple[str, ...]:
 
 
 def energy_per_token(info: RunInfo, tokens: int) -> tuple[float | None, str]:
-    """(J per training token over the devices that computed, how), from the run's telemetry."""
-    device = str(getattr(info.config, "device", "") or "")
-    cpu = device == "cpu"
-    devs = [d for d in info.telemetry_summary if (d.get("vendor") == "cpu") == cpu]
-    joules = [d.get("energy_j") for d in devs]
-    if not devs or not tokens or any(not isinstance(j, int | float) for j in joules):
-        reasons = sorted({str(d.get("energy_reason") or "not measured") for d in devs}) or ["no telemetry"]
-        return None, "; ".join(reasons)
-    total = float(sum(j for j in joules if isinstance(j, int | float)))
-    return total / tokens, f"{total:.1f} J over {len(devs)} device(s) ÷ {tokens:,} training tokens"
+    """(J per training token over the devices that served the run, how): the devices and the energy
+    ``cost`` prices (``cost.runview.energy_view``), so both say the same."""
+    from gpuledger.cost.runview import energy_view
+
+    view = energy_view(info)
+    joules = view["joules"]
+    if joules is None or not tokens:
+        return None, "; ".join(view["details"]) or "no training tokens"
+    valid = "" if view["valid"] else f"; not valid: {'; '.join(view['details'])}"
+    return joules / tokens, (
+        f"{joules:.1f} J over {len(view['devices'])} device(s) ÷ {tokens:,} training tokens{valid}"
+    )
 
 
 def render_train_run(info: RunInfo) -> None:
