@@ -259,3 +259,27 @@ def test_the_plan_in_the_docs_is_a_valid_plan() -> None:
     assert random.spec("x").dataset.input_len == 512 and random.spec("x").dataset.path is None
     assert sharegpt.spec("x").dataset.path == Path("/d/data/sharegpt.json")
     assert sharegpt.spec("x").dataset.input_len is None
+
+
+def test_a_profile_that_takes_its_setup_hours_from_the_doctor_prices_every_cell(
+        serve: Serve, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """report --matrix prices a cell as `cost` prices its runs: with the doctor's ledger, so a profile with
+    `from_doctor_history: true` is priced, not refused for want of the history."""
+    assert main(["doctor", "--json"]) in (0, 1, 2)  # whatever it finds, it files a doctor run
+    capsys.readouterr()
+    profile = tmp_path / "ledger.yaml"
+    profile.write_text("extends: cpu-cloud\nname: ledger\nfrom_doctor_history: true\n")
+    a = serve(Scenario(itl_s=0.001))
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(yaml.safe_dump({
+        "name": "ledger", "repeat": 1,
+        "bench": {"dataset": "random", "input_len": 8, "output_len": 8, "num_requests": 4, "warmup": 0,
+                  "telemetry": False},
+        "matrix": {"target": [{"name": "a", "base_url": a.url, "engine": "openai", "model": "test-model",
+                               "profile": str(profile)}], "concurrency": [1]},
+    }, sort_keys=False))
+    done = run(capsys, "matrix", str(plan), "--ray", "none")
+    report = run(capsys, "report", "--matrix", done["matrix_id"])
+    (cell,) = report["cells"]
+    assert cell["cost"] is not None and cell["cost"]["mean"] > 0, cell
+    assert cell["cost"]["profile"] == "ledger"

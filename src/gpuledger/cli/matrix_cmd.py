@@ -128,24 +128,27 @@ def render_matrix(view: MatrixView, *, detail: bool) -> None:
     name = m.plan.get("name")
     paragraph(console, f"matrix {m.id}{f' ({name})' if name else ''}: {m.status}, started "
               f"{m.created_at:%Y-%m-%d %H:%M} UTC; runs: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+    # One currency and unit for every cell goes in the titles; else each cost says its own.
+    units = {c.price_text for c in view.cells if c.price_text}
+    unit = next(iter(units)) if len(units) == 1 else None
     rows = []
     for entry in view.cheapest:
         if "cheapest" in entry:
             others = "; ".join(f"{o['target']} {o['times']:.2f}×" for o in entry["others"])
             others = others or "the only target priced"
-            rows.append((entry["load_level"], entry["cheapest"], f"{entry['cost']:.4g}", others))
+            cost = f"{entry['cost']:.4g}" + ("" if unit else f" {entry['unit']}")
+            rows.append((entry["load_level"], entry["cheapest"], cost, others))
         else:
             rows.append((entry["load_level"], "—", "n/a", notes.shorten(entry["note"])))
-    units = {c.price_text for c in view.cells if c.price_text}
-    unit = units.pop() if len(units) == 1 else "per unit of work"
-    print_table(console, f"Cheapest target per load level ({unit})", ("load level", "cheapest", "cost",
+    print_table(console, f"Cheapest target per load level ({unit or 'each cost in its unit'})",
+                ("load level", "cheapest", "cost",
                                                                       "the others cost"), rows)
     cells = []
     for c in view.cells:
         st = c.statuses
         ok = f"{st.get('complete', 0)}/{len(c.repeats)}"
         if c.cost is not None:
-            cost = figure_text(c.cost)
+            cost = figure_text(c.cost) + ("" if unit else f" {c.price_text}")
         else:
             cost = "n/a" if c.cost_note is None else notes.shorten(f"n/a: {c.cost_note}")
         f = c.figures
@@ -153,7 +156,7 @@ def render_matrix(view: MatrixView, *, detail: bool) -> None:
                       figure_text(f.get("ttft_p99_ms")), figure_text(f.get("tpot_p50_ms")),
                       figure_text(f.get("e2e_p99_ms")), cost))
     columns = ("cell", "runs ok", "output tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "E2E p99",
-               f"cost ({unit})")
+               f"cost ({unit or 'in its unit'})")
     print_table(console, "Every cell (mean of its complete repeats ± 95 % interval; latencies in ms; --json "
                 "has every percentile)", columns, cells)
     for target, front in view.fronts.items():

@@ -25,7 +25,7 @@ from gpuledger.catalog import Catalog, load_catalog
 from gpuledger.cost import cost_of_run, default_profile_for, load_profile
 from gpuledger.cost.groups import Interval, fmt_with_interval, mean_interval
 from gpuledger.errors import GpuledgerError, NotFoundError
-from gpuledger.records import RunInfo, dump_summary
+from gpuledger.records import DoctorRunRecord, RunInfo, dump_summary
 from gpuledger.store import Store
 from gpuledger.store.matrix import CellRecord, MatrixRecord
 
@@ -113,13 +113,19 @@ class MatrixView:
                 "pareto": self.fronts, "cheapest": self.cheapest}
 
 
-def _price(cell: CellView, profile_name: str | None, catalog: Catalog) -> None:
+def _price(
+    cell: CellView, profile_name: str | None, catalog: Catalog, doctor_records: Sequence[DoctorRunRecord]
+) -> None:
+    """Each run of the cell at the cell's profile (else its default one), with the doctor's ledger as
+    ``cost`` and ``report`` price them (a profile may take its setup hours from it)."""
     costs: list[float] = []
+    named = None
     for run in cell.runs:
         try:
-            profile = (load_profile(profile_name, catalog) if profile_name
-                       else default_profile_for(run, catalog))
-            priced = cost_of_run(run, profile, catalog=catalog)
+            if profile_name and named is None:
+                named = load_profile(profile_name, catalog)
+            profile = named if named is not None else default_profile_for(run, catalog)
+            priced = cost_of_run(run, profile, catalog=catalog, doctor_records=doctor_records)
         except GpuledgerError as exc:
             cell.cost_note = f"run {run.id} not priced: {exc.message}"
             return
@@ -183,6 +189,7 @@ def build_matrix_view(store: Store, matrix_ref: str, catalog: Catalog | None = N
     cat = catalog if catalog is not None else load_catalog()
     by_key: dict[str, CellView] = {}
     profiles: dict[str, str | None] = {}
+    doctor_records = store.list_doctor_runs()
     for row in rows:
         given = row.params.get("target")
         target: dict[str, Any] = given if isinstance(given, dict) else {}
@@ -205,7 +212,7 @@ def build_matrix_view(store: Store, matrix_ref: str, catalog: Catalog | None = N
             if interval is not None:
                 view.figures[key] = interval
         if view.runs:
-            _price(view, profiles[view.key], cat)
+            _price(view, profiles[view.key], cat, doctor_records)
     cells = list(by_key.values())
     targets: dict[str, list[CellView]] = {}
     for c in cells:
