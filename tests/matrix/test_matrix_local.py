@@ -173,6 +173,12 @@ def test_ctrl_c_ends_the_running_cell_incomplete_schedules_no_more_and_resume_fi
     ({"matrix": {"target": [{"name": "a", "base_url": "http://127.0.0.1:9", "model": "m",
                              "telemetry_from": ["ftp://node/metrics"]}], "concurrency": [1]}},
      "target a: --telemetry-from"),
+    # 10^10 cells: refused from the axes' lengths, before a cell is built
+    ({"matrix": {"target": [{"name": "a", "base_url": "http://127.0.0.1:9", "model": "m"}],
+                 "concurrency": list(range(1, 101)), "seed": list(range(100)),
+                 "request_timeout": [float(t) for t in range(1, 101)], "label": [f"l{i}" for i in range(100)],
+                 "telemetry_interval": [0.1 + i / 100 for i in range(100)]}},
+     "10,000,000,000 cells × 2 repeats is more than 10,000 runs"),
 ])
 def test_a_plan_is_refused_whole_with_one_line_naming_the_key(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], change: dict[str, Any], message: str) -> None:

@@ -149,6 +149,9 @@ def test_files_that_are_not_points_are_one_line_errors(cli, tmp_path: Path) -> N
     (tmp_path / "m.yaml").write_text("gpu: b200\n")
     mapping = cli("import-results", str(tmp_path / "m.yaml"), json_out=False)
     assert mapping.exit_code == 4 and "top-level key 'gpu' is not one of points" in mapping.output
+    (tmp_path / "deep.yaml").write_text("[" * 5000)
+    deep = cli("import-results", str(tmp_path / "deep.yaml"), json_out=False)
+    assert deep.exit_code == 4 and "nested too deeply" in deep.output
     unknown = cli("import-results", "inferencex-no-such-set", json_out=False)
     assert unknown.exit_code == 3 and "gpuledger public" in unknown.output
     assert _stored_runs() == 0

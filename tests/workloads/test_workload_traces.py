@@ -79,6 +79,14 @@ def test_a_trace_that_cannot_be_read_names_the_line(tmp_path: Path, text: str, m
     assert message in err.value.message
 
 
+def test_a_csv_trace_with_a_field_over_the_csv_limit_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text("Timestamp,Model,Request tokens,Response tokens\n0," + "x" * 200_000 + ",3,4\n")
+    with pytest.raises(InvalidInputError) as err:
+        read_trace(path)
+    assert "not a readable CSV trace (field larger than field limit" in err.value.message
+
+
 def mooncake(tmp_path: Path, n: int = 40, gap_ms: int = 20, input_len: int = 600) -> Path:
     """A trace in Mooncake's layout: n arrivals gap_ms apart, two shared 512-token blocks in turn."""
     path = tmp_path / "trace.jsonl"

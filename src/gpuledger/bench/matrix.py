@@ -30,6 +30,7 @@ import difflib
 import hashlib
 import itertools
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -347,10 +348,11 @@ def parse_plan(doc: Mapping[str, Any], where: str, base_dir: Path) -> LoadedPlan
             raise InvalidInputError(f"{where}: target {t.key_name}: --engine {t.engine} is not a server "
                                     "engine (a matrix benchmarks servers: openai, ollama)")
     names = list(axes)
-    combos = list(itertools.product(*(axes[n] for n in names)))
-    if len(combos) * plan.repeat > MAX_CELLS:
-        raise InvalidInputError(f"{where}: {len(combos)} cells × {plan.repeat} repeats is more than "
+    count = math.prod(len(axes[n]) for n in names)  # before building them: a plan may ask for 10^10
+    if count * plan.repeat > MAX_CELLS:
+        raise InvalidInputError(f"{where}: {count:,} cells × {plan.repeat} repeats is more than "
                                 f"{MAX_CELLS:,} runs")
+    combos = list(itertools.product(*(axes[n] for n in names)))
     bench = plan.bench.model_dump(exclude_none=True)
     cells: list[Cell] = []
     excluded = 0

@@ -383,6 +383,8 @@ def read_points(path: Path, catalog: Catalog | None = None) -> list[RunInfo]:
     else:
         try:
             doc = yaml.safe_load(text)
+        except RecursionError:
+            raise InvalidInputError(f"{where}: not a file of points (nested too deeply)") from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             raise InvalidInputError(

@@ -30,6 +30,7 @@ import math
 import random
 from array import array
 from collections import OrderedDict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -144,7 +145,13 @@ def _csv(path: Path, data: bytes) -> tuple[str, list[Row]]:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InvalidInputError(f"{path}: a trace is UTF-8 text ({exc.reason})") from exc
-    reader = csv.reader(io.StringIO(text))
+    try:
+        return _csv_rows(path, csv.reader(io.StringIO(text)))
+    except csv.Error as exc:  # a field over csv's limit, a NUL: the file's problem, said in one line
+        raise InvalidInputError(f"{path}: not a readable CSV trace ({exc})") from None
+
+
+def _csv_rows(path: Path, reader: Iterator[list[str]]) -> tuple[str, list[Row]]:
     header = [h.strip() for h in next(reader, [])]
     need = ("Timestamp", "Request tokens", "Response tokens")
     if not all(h in header for h in need):
