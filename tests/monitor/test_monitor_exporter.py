@@ -318,3 +318,27 @@ def test_a_cny_profile_names_the_money_metrics_in_cny(
     assert one(s, "gpuledger_cost_cny_total", component="labour") > 0
     assert values(s, "gpuledger_cost_usd_total") == []
     assert values(s, "gpuledger_idle_cost_cny_total", gpu="0") == [0.0]
+
+
+def test_what_the_monitor_exports_is_read_back_whole_by_telemetry_from(
+        use_nvml: Callable[[str], types.ModuleType], clock: ManualClock, tmp_path: Path) -> None:
+    """`gpuledger monitor` on a node, `bench --telemetry-from` that node: every device metric the monitor
+    exports comes back under the same metric in base units, none left out."""
+    from gpuledger.monitor.exporter import GPU_GAUGES
+    from gpuledger.telemetry.expo import parse_exposition as read_back
+
+    use_nvml("healthy multi-GPU")
+    with make_monitor(tmp_path, clock) as mon:
+        step(mon, clock, 0.0)
+        step(mon, clock, 1.0)
+        text = generate_latest(mon.registry).decode()
+        served = scrape(mon)
+    expo = read_back(text, default_host="elsewhere")
+    assert expo.exporter == "gpuledger" and expo.left_out == 0
+    gpu0 = next(d for d in expo.devices if d.index == 0)
+    exported = {m for m, (name, _) in GPU_GAUGES.items() if values(served, name, gpu="0")}
+    assert exported <= set(gpu0.values), exported - set(gpu0.values)
+    for metric in exported:
+        assert gpu0.values[metric] == pytest.approx(one(served, GPU_GAUGES[metric][0], gpu="0")), metric
+    assert gpu0.values["energy_j"] == pytest.approx(one(served, "gpuledger_gpu_energy_joules_total", gpu="0"))
+    assert {"sm_clock_hz", "power_w", "memory_used_bytes"} <= exported  # the fake GPUs report these

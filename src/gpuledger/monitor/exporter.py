@@ -21,28 +21,26 @@ from prometheus_client.registry import Collector
 from gpuledger.errors import ResourceError
 from gpuledger.monitor.engine import WindowStats
 from gpuledger.monitor.state import DeviceState, MonitorState
+from gpuledger.telemetry.expo import GPULEDGER_GPU_SERIES
 
 DEVICE_LABELS = ["gpu", "uuid", "model", "vendor", "hostname"]
 CPU_LABELS = ["model", "hostname"]
 
-# telemetry metric -> (exported name, help). Units are in the names.
-GPU_GAUGES: dict[str, tuple[str, str]] = {
-    "util_ratio": ("gpuledger_gpu_utilization_ratio",
-                   "GPU busy ratio 0..1 (NVML utilization.gpu, amdsmi gfx_activity)"),
-    "mem_util_ratio": ("gpuledger_gpu_memory_utilization_ratio",
-                       "Memory controller busy ratio 0..1 (NVML utilization.memory, amdsmi umc_activity)"),
-    "memory_used_bytes": ("gpuledger_gpu_memory_used_bytes", "GPU memory used, bytes"),
-    "memory_total_bytes": ("gpuledger_gpu_memory_total_bytes", "GPU memory total, bytes"),
-    "power_w": ("gpuledger_gpu_power_watts", "GPU power draw as sampled, watts"),
-    "power_limit_w": ("gpuledger_gpu_power_limit_watts", "Enforced power limit / power cap, watts"),
-    "temperature_c": ("gpuledger_gpu_temperature_celsius", "GPU (edge) temperature, degrees Celsius"),
-    "temperature_hotspot_c": ("gpuledger_gpu_hotspot_temperature_celsius",
-                              "GPU hotspot (junction) temperature, degrees Celsius"),
-    "sm_clock_hz": ("gpuledger_gpu_sm_clock_hertz", "SM / GFX clock, hertz"),
-    "mem_clock_hz": ("gpuledger_gpu_memory_clock_hertz", "Memory clock, hertz"),
-    "process_memory_bytes": ("gpuledger_gpu_process_memory_bytes",
-                             "GPU memory used by compute processes, bytes"),
+# telemetry metric -> (exported name, help); the names are telemetry.expo's (--telemetry-from reads them).
+_HELP: dict[str, str] = {
+    "util_ratio": "GPU busy ratio 0..1 (NVML utilization.gpu, amdsmi gfx_activity)",
+    "mem_util_ratio": "Memory controller busy ratio 0..1 (NVML utilization.memory, amdsmi umc_activity)",
+    "memory_used_bytes": "GPU memory used, bytes",
+    "memory_total_bytes": "GPU memory total, bytes",
+    "power_w": "GPU power draw as sampled, watts",
+    "power_limit_w": "Enforced power limit / power cap, watts",
+    "temperature_c": "GPU (edge) temperature, degrees Celsius",
+    "temperature_hotspot_c": "GPU hotspot (junction) temperature, degrees Celsius",
+    "sm_clock_hz": "SM / GFX clock, hertz",
+    "mem_clock_hz": "Memory clock, hertz",
+    "process_memory_bytes": "GPU memory used by compute processes, bytes",
 }
+GPU_GAUGES: dict[str, tuple[str, str]] = {m: (name, _HELP[m]) for m, name in GPULEDGER_GPU_SERIES.items()}
 
 
 def device_labels(dev: DeviceState, hostname: str) -> list[str]:

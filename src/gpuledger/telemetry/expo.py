@@ -44,6 +44,21 @@ from gpuledger.telemetry.base import MHZ, MIB, DeviceInfo, SourceError, Vendor
 Exporter = Literal["dcgm-exporter", "amd-device-metrics-exporter", "gpuledger"]
 
 # sample name -> (exporter, our metric, scale to base units); within one metric the first listed wins.
+# The name `gpuledger monitor` exports each device metric under (monitor.exporter builds its gauges from
+# this table; SERIES below reads them back). Units are in the names, values in base units.
+GPULEDGER_GPU_SERIES: dict[str, str] = {
+    "util_ratio": "gpuledger_gpu_utilization_ratio",
+    "mem_util_ratio": "gpuledger_gpu_memory_utilization_ratio",
+    "memory_used_bytes": "gpuledger_gpu_memory_used_bytes",
+    "memory_total_bytes": "gpuledger_gpu_memory_total_bytes",
+    "power_w": "gpuledger_gpu_power_watts",
+    "power_limit_w": "gpuledger_gpu_power_limit_watts",
+    "temperature_c": "gpuledger_gpu_temperature_celsius",
+    "temperature_hotspot_c": "gpuledger_gpu_hotspot_temperature_celsius",
+    "sm_clock_hz": "gpuledger_gpu_sm_clock_hertz",
+    "mem_clock_hz": "gpuledger_gpu_memory_clock_hertz",
+    "process_memory_bytes": "gpuledger_gpu_process_memory_bytes",
+}
 SERIES: dict[str, tuple[Exporter, str, float]] = {
     "DCGM_FI_DEV_POWER_USAGE": ("dcgm-exporter", "power_w", 1.0),
     "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("dcgm-exporter", "energy_j", 1e-3),
@@ -69,15 +84,10 @@ SERIES: dict[str, tuple[Exporter, str, float]] = {
     "gpu_total_memory": ("amd-device-metrics-exporter", "memory_total_bytes", float(MIB)),
     "gpu_edge_temperature": ("amd-device-metrics-exporter", "temperature_c", 1.0),
     "gpu_junction_temperature": ("amd-device-metrics-exporter", "temperature_hotspot_c", 1.0),
-    "gpuledger_gpu_power_watts": ("gpuledger", "power_w", 1.0),
+    # gpuledger's own exporter (`gpuledger monitor` on the node): every name it exports, in base units
+    **{name: ("gpuledger", metric, 1.0) for metric, name in GPULEDGER_GPU_SERIES.items()},
     "gpuledger_gpu_energy_joules_total": ("gpuledger", "energy_j", 1.0),
     "gpuledger_gpu_energy_joules": ("gpuledger", "energy_j", 1.0),
-    "gpuledger_gpu_utilization_ratio": ("gpuledger", "util_ratio", 1.0),
-    "gpuledger_gpu_memory_utilization_ratio": ("gpuledger", "mem_util_ratio", 1.0),
-    "gpuledger_gpu_memory_used_bytes": ("gpuledger", "memory_used_bytes", 1.0),
-    "gpuledger_gpu_memory_total_bytes": ("gpuledger", "memory_total_bytes", 1.0),
-    "gpuledger_gpu_temperature_celsius": ("gpuledger", "temperature_c", 1.0),
-    "gpuledger_gpu_power_limit_watts": ("gpuledger", "power_limit_w", 1.0),
 }
 # Names that carry power or energy (what a Prometheus server is asked for, with the rest of SERIES).
 POWER_SERIES = tuple(name for name, (_, metric, _) in SERIES.items() if metric == "power_w")
@@ -95,7 +105,7 @@ HOST_LABELS = ("Hostname", "hostname")
 _LIMITS = {"power_w": 1e5, "power_limit_w": 1e5, "util_ratio": 1.0, "mem_util_ratio": 1.0,
            "memory_used_bytes": 1e15, "memory_total_bytes": 1e15, "_memory_free_bytes": 1e15,
            "temperature_c": 500.0, "temperature_hotspot_c": 500.0, "sm_clock_hz": 1e11,
-           "mem_clock_hz": 1e11, "energy_j": 1e16}
+           "mem_clock_hz": 1e11, "energy_j": 1e16, "process_memory_bytes": 1e15}
 _SENTINELS = (0xFFFF, 0xFFFFFFFF)
 _DCGM_BLANK = 9.0e18  # DCGM's "blank" values are int64 numbers just below 2**63
 _HOST_CHARS = re.compile(r"[^A-Za-z0-9._:-]")

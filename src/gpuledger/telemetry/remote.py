@@ -29,7 +29,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from gpuledger.errors import UsageError
 from gpuledger.telemetry.base import BaseSource, DeviceInfo, Reading, SourceError, Vendor
-from gpuledger.telemetry.expo import VENDOR, ExpoDevice, Exposition, clean_host, parse_exposition
+from gpuledger.telemetry.expo import SERIES, VENDOR, ExpoDevice, Exposition, clean_host, parse_exposition
 from gpuledger.telemetry.http import DEFAULT_TIMEOUT_S, HttpClient
 from gpuledger.urls import parse_server_url, redact_url
 
@@ -40,9 +40,7 @@ OPTION_KEYS = ("gpu", "uuid", "host", "interval", "timeout", "gap", "selector", 
 DEFAULT_INTERVAL_S = 1.0
 MAX_SOURCE_NAME = 128  # the store's limit on a sample's source name
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?|\.\d+)(ms|s|m)?$")
-_PROVIDES = frozenset({"power_w", "energy_j", "util_ratio", "mem_util_ratio", "memory_used_bytes",
-                       "memory_total_bytes", "temperature_c", "temperature_hotspot_c", "sm_clock_hz",
-                       "mem_clock_hz", "power_limit_w"})
+_PROVIDES = frozenset(metric for _, metric, _ in SERIES.values() if not metric.startswith("_"))
 
 
 def parse_seconds(text: str, what: str) -> float:
