@@ -184,12 +184,14 @@ def test_run_opens_with_the_price_and_prints_its_power_rule_once(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("task", "unit", "key"), [
-    ("train", "USD per 1M training tokens", "usd_per_1m_training_tokens"),
-    ("image", "USD per 1,000 images", "usd_per_1k_images"),
+@pytest.mark.parametrize(("task", "unit", "key", "prices"), [
+    ("train", "USD per 1M training tokens", "usd_per_1m_training_tokens",
+     {"usd_per_1k_steps", "usd_per_1k_samples", "training_tokens_per_usd"}),
+    ("image", "USD per 1,000 images", "usd_per_1k_images",
+     {"usd_per_1m_denoising_steps", "usd_per_request", "images_per_usd"}),
 ])
 def test_run_of_a_training_or_image_task_opens_with_the_price_like_a_text_run(
-    task: str, unit: str, key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    task: str, unit: str, key: str, prices: set[str], tmp_path: Path, capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """`gpuledger run --task train|image --quick` on this CPU: the same answer as `cost` and `report` first
@@ -209,6 +211,9 @@ def test_run_of_a_training_or_image_task_opens_with_the_price_like_a_text_run(
     assert rc == 0 and doc["cost"] is not None, doc
     price = f"{fmt.num(doc['cost'][key])} {unit}"
     assert doc["answer"]["headline"] == price
+    # the price of every unit the run is priced in, and what one USD buys of what it yields (cost's keys)
+    assert set(doc["cost"]) == {"currency", "document", key, *prices}
+    assert all(doc["cost"][k] == doc["cost"]["document"][k] for k in (key, *prices))
     monkeypatch.setenv("COLUMNS", "1000")
     render_task(doc, module._figures(doc["metrics"]))
     wide = capsys.readouterr().out

@@ -28,6 +28,7 @@ from gpuledger.cli.run_steps import (
     num,
     raise_if_stopped,
     report_step,
+    run_answer,
     steps,
 )
 from gpuledger.errors import EngineError, InvalidInputError, MissingDependencyError, UsageError
@@ -112,9 +113,6 @@ def _document(
     bench: MeasuredRun, doctor: dict[str, Any] | None, priced: RunCost | None,
     html: str | None, missing: list[str], reason: str, skipped: list[str],
 ) -> dict[str, Any]:
-    from gpuledger.cost.breakeven import run_sensitivity
-    from gpuledger.report.headline import cost_answer, measured_answer
-
     cost = priced.to_dict() if priced is not None else None
     run = bench.run
     s = dump_summary(run.summary)
@@ -152,11 +150,7 @@ def _document(
         },
         "power": _power(run, bench.device.type, cost),
         # The same answer as `gpuledger report` and `cost` (gpuledger.report.headline): price first.
-        "answer": (
-            cost_answer(priced, run_sensitivity(priced), f"run {run.id}")
-            if priced is not None
-            else measured_answer(run, f"run {run.id}")
-        ).to_dict(),
+        "answer": run_answer(run, priced).to_dict(),
         "cost": None,
         "report_html": html,
         "missing": missing,

@@ -132,7 +132,7 @@ def _document(done: TaskRun[ImageChoice]) -> dict[str, Any]:
             "peak_device_memory_bytes": s.peak_memory_bytes,
             "window_s": s.window_s,
         }
-    return task_document("image", done, ImageSpec, metrics, "image")
+    return task_document("image", done, ImageSpec, metrics)
 
 
 def _figures(m: dict[str, Any]) -> str:

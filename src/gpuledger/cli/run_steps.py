@@ -242,28 +242,37 @@ def evaluate_task(
     return TaskRun(run, choice, doctor, cost, html_path, missing)
 
 
+def run_answer(run: RunInfo, cost: RunCost | None) -> Answer:
+    """The answer `gpuledger run` prints first: the same as ``report`` and ``cost`` print
+    (``gpuledger.report.headline``): the price when the run was priced, else what it measured."""
+    from gpuledger.cost.breakeven import run_sensitivity
+    from gpuledger.report.headline import cost_answer, measured_answer
+
+    if cost is not None:
+        return cost_answer(cost, run_sensitivity(cost), f"run {run.id}")
+    return measured_answer(run, f"run {run.id}")
+
+
 def task_document(
     task: str,
     done: TaskRun[Any],
     spec_type: type[ImageSpec] | type[TrainSpec],
     metrics: dict[str, Any],
-    unit_word: str,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The JSON document of a task's evaluation: its run, choice, doctor, ``metrics``, ``extra`` and the
-    prices per unit (the cost's ``…_per_…`` figures that name ``unit_word``)."""
-    from gpuledger.cost.breakeven import run_sensitivity
-    from gpuledger.report.headline import cost_answer, measured_answer
+    """The JSON document of a task's evaluation: its run, choice, doctor, ``metrics``, ``extra``, the
+    answer, and the cost's price of each unit the run is priced in and what one currency unit buys of
+    each unit it yields (the keys of ``gpuledger cost --json``)."""
+    from gpuledger.cost.model import money_prefix
 
     run, spec = done.run, done.run.config
     cost = done.cost.to_dict() if done.cost is not None else None
-    # The same answer as `gpuledger report` and `cost` (gpuledger.report.headline): price first.
-    answer = (
-        cost_answer(done.cost, run_sensitivity(done.cost), f"run {run.id}")
-        if done.cost is not None
-        else measured_answer(run, f"run {run.id}")
-    )
-    price = {k: v for k, v in (cost or {}).items() if isinstance(k, str) and "_per_" in k and unit_word in k}
+    price: dict[str, Any] = {}
+    if done.cost is not None and cost is not None:
+        money, s, inputs = money_prefix(done.cost.currency), done.cost.summary, done.cost.inputs
+        keys = [inputs.unit(u).price_key(money) for u in s.price_units()]
+        keys += [inputs.unit(u).per_money_key(money) for u in s.yield_units()]
+        price = {k: cost[k] for k in keys if k in cost}
     return {
         "task": task,
         "run_id": run.id,
@@ -276,7 +285,7 @@ def task_document(
         "doctor": done.doctor,
         "metrics": metrics,
         **(extra or {}),
-        "answer": answer.to_dict(),
+        "answer": run_answer(run, done.cost).to_dict(),
         "cost": {"currency": (cost or {}).get("currency"), **price, "document": cost}
         if cost is not None
         else None,

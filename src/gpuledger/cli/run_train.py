@@ -160,7 +160,7 @@ def _document(done: TaskRun[TrainChoice]) -> dict[str, Any]:
         else None,
         "peak": (run.server.get("details") or {}).get("peak_memory"),
     }
-    return task_document("train", done, TrainSpec, metrics, "training", {"memory": memory})
+    return task_document("train", done, TrainSpec, metrics, {"memory": memory})
 
 
 def _figures(m: dict[str, Any]) -> str:

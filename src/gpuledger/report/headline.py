@@ -115,12 +115,6 @@ def _noise(info: RunInfo) -> list[str]:
     return out
 
 
-def noise_notes(r: RunData, cost: RunCost) -> list[str]:
-    """Why the measured figures may be noisy or not what was priced: the client's own CPU load, a busy
-    machine, a non-measured power figure."""
-    return _noise(r.info)
-
-
 def _facts(summary: RunSummary, estimate: bool = False) -> list[tuple[str, str]]:
     """The summary's key figures as facts; of an ``estimate`` (a summary scaled to another GPU), only the
     figures it carries, each marked an estimate."""

@@ -1,8 +1,8 @@
 """A run's validity verdict as the renderers show it: first, before the figures it judges.
 
 ``verdict_fact`` and ``verdict_why`` put it into an answer block (the verdict in words, the worst checks
-among the why lines); ``verdict_answer`` is the block on its own (``bench``, ``show``); ``verdict_table``
-lists every check with its figure, rule and why, and the rules that could not be applied with the reason.
+among the why lines); ``verdict_table`` lists every check with its figure, rule and why, and the rules that
+could not be applied with the reason.
 The checks themselves are ``gpuledger.bench.validity``'s.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from gpuledger.records.validity import Check, Verdict
 from gpuledger.report import fmt
-from gpuledger.report.model import Answer, Table
+from gpuledger.report.model import Table
 
 # The worst checks an answer block shows among its "why" lines.
 WORST_SHOWN = 2
@@ -46,20 +46,6 @@ def verdict_why(v: Verdict | None, n: int = WORST_SHOWN) -> list[str]:
     return [check_line(c) for c in v.worst(n)] if v is not None else []
 
 
-def verdict_answer(v: Verdict, title: str) -> Answer:
-    """The verdict as an answer block: every check that warned or failed (figure and why), the names of
-    those that passed, and the rules not applied."""
-    facts: list[tuple[str, str]] = [
-        (c.name, f"{c.status.upper()} — {figure_text(c)}: {c.why}") for c in v.problems()
-    ]
-    passed = [c.name for c in v.checks if c.status == "pass"]
-    if passed:
-        facts.append(("passed", ", ".join(passed)))
-    if v.not_checked:
-        facts.append(("not checked", "; ".join(f"{n.name} ({n.why})" for n in v.not_checked)))
-    return Answer(title=title, headline=v.headline(), facts=tuple(facts))
-
-
 def verdict_table(v: Verdict, name: str, *, rules: bool = True) -> Table:
     """Every check, failures first, then the rules not applied; ``rules=False`` leaves the rule column out
     (a terminal: ``rule_lines`` gives the rules of the checks that warned or failed)."""
@@ -87,7 +73,6 @@ __all__ = [
     "check_line",
     "figure_text",
     "rule_lines",
-    "verdict_answer",
     "verdict_fact",
     "verdict_table",
     "verdict_why",
