@@ -270,7 +270,8 @@ def test_without_a_console_no_progress_is_drawn(
     assert capsys.readouterr().err == ""
     assert BenchProgress(object(), enabled=True).enabled is False  # type: ignore[arg-type]
     with PrepProgress(None) as prep:
-        prep.step("anything", 1, 2)  # draws nothing, raises nothing
+        prep.step("anything", 1, 2)
+    assert capsys.readouterr() == ("", "")  # without a console nothing is drawn, on either stream
 
 
 def test_the_signal_handlers_installed_before_a_run_are_back_after_it(serve: Serve, store: Store) -> None:

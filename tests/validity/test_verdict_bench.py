@@ -89,9 +89,9 @@ def test_distinct_random_prompts_pass_the_prefix_check_and_a_clean_run_stores_a_
     assert c["prefix_cache"]["status"] == "pass"
     assert c["client_bound"]["status"] == "pass"  # the client waited for the server's tokens
     assert c["samples"]["status"] == "pass" and c["errors"]["status"] == "pass"
-    # What the writer records for the checks: the machine's CPU use over the window.
-    assert 0.0 <= run["client"]["machine_cpu_busy_ratio"] <= 1.0
-    assert "cpu_contention" in c
+    # What the writer records for the checks: the machine's CPU use over the window, judged as it was stored.
+    busy = run["client"]["machine_cpu_busy_ratio"]
+    assert isinstance(busy, float) and c["cpu_contention"]["figure"] == pytest.approx(busy)
 
 
 def test_a_rate_load_records_its_send_schedule(serve: Serve, capsys: pytest.CaptureFixture[str]) -> None:
@@ -111,7 +111,9 @@ def test_a_rate_load_records_its_send_schedule(serve: Serve, capsys: pytest.Capt
         "60",
     )
     sched = run["client"]["send_schedule"]
-    assert sched["requests"] == 60 and sched["lag_ms"]["p99"] >= 0
+    # against an instant server every send leaves on its schedule: lateness is timer resolution, not load
+    assert sched["requests"] == 60 and sched["lag_ms"]["p99"] < 50.0, sched
+    assert sched["lag_ms"]["max"] >= sched["lag_ms"]["p99"] >= sched["lag_ms"]["p50"]
     assert checks(run)["send_schedule"]["unit"] == "ms"
 
 
