@@ -24,10 +24,11 @@ if "deep" in sys.argv[1:]:
     trained = []
     for dev in targets:
         gpu = dev != "cpu"
-        r = {"device": dev, "device_name": torch.cuda.get_device_name(dev) if gpu else "cpu",
-             "dtype": "float32", "steps": __STEPS__, "learning_rate": __LR__, "losses": [],
-             "grad_norm": None, "param_change": None, "error": None}
+        r = {"device": dev, "device_name": dev if gpu else "cpu", "dtype": "float32", "steps": __STEPS__,
+             "learning_rate": __LR__, "losses": [], "grad_norm": None, "param_change": None, "error": None}
         try:
+            if gpu:  # a device that fails here is this device's error, not the whole probe's
+                r["device_name"] = torch.cuda.get_device_name(dev)
             gen = torch.Generator().manual_seed(0)
             x = torch.randn(256, 64, generator=gen).to(dev)
             y = (x[:, :1] * 0.5 - x[:, 1:2]).to(dev)

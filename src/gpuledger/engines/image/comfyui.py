@@ -123,6 +123,8 @@ class ComfyUIEngine:
     ) -> None:
         self.spec = spec
         self.workflow = workflow
+        # node -> its class: read once (every websocket message of every prompt looks nodes up)
+        self._classes: dict[str, str | None] = {k: workflow.class_of(k) for k in workflow.nodes}
         self.base_url = str(spec.base_url or "http://127.0.0.1:8188").rstrip("/")
         self.display_url = redact_url(self.base_url)
         self.model = spec.model or workflow.path
@@ -289,7 +291,7 @@ class ComfyUIEngine:
         """One websocket message of ``track``'s prompt, received at ``now``."""
         if track.done.is_set():
             return
-        classes = {k: self.workflow.class_of(k) for k in self.workflow.nodes}
+        classes = self._classes
         node = data.get("node")
         if kind == "execution_start":
             track.t_start = now
