@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from time import perf_counter
 from typing import Any
 
 from gpuledger.bench.drive import Drive, Feed, next_in_slot
@@ -154,10 +155,14 @@ async def _arrivals(ctx: Drive, stage: RateStage, feed: SessionFeed) -> None:
             if sem is not None:
                 sem.release()
 
+    # Arrivals on an absolute schedule, as the Poisson driver sends requests (bench.drive): a session that
+    # waited for a slot or its prompt does not push every later arrival back (the rate would fall short).
+    next_start = perf_counter()
     first = True
     while True:
         if not first:
-            await feed.pause(next(gaps))
+            next_start += next(gaps)
+            await feed.pause(next_start - perf_counter())
         first = False
         session = await next_in_slot(sem, feed.next_session)
         if session is None:
