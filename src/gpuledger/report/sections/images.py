@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuledger.records.image import ImageSummary
+from gpuledger.report import fmt
 from gpuledger.report.model import Section, Table, Thumb
 from gpuledger.report.sections.base import RunData
 
@@ -40,14 +41,6 @@ DEFINITIONS = (
 )
 
 
-def _s(value: float | None, digits: int = 3) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}"
-
-
-def _gib(value: int | None) -> str:
-    return "n/a" if value is None else f"{value / 1024**3:.2f} GiB"
-
-
 def images_section(runs: list[RunData], *, images: bool = True) -> Section | None:
     """The section, or None when no run generated images."""
     own = [(r, r.info.summary) for r in runs if isinstance(r.info.summary, ImageSummary)]
@@ -65,28 +58,28 @@ def images_section(runs: list[RunData], *, images: bool = True) -> Section | Non
                 r.ref.name,
                 s.workload_text() or "—",
                 f"{s.images_total:,}",
-                _s(spi.p50),
-                _s(spi.p90),
-                _s(spi.p99),
-                _s(s.images_per_min, 2),
-                _s(s.denoise_steps_per_s, 2),
-                _s(s.step_it_per_s.p50, 2),
-                _gib(s.peak_memory_bytes),
+                fmt.num(spi.p50),
+                fmt.num(spi.p90),
+                fmt.num(spi.p99),
+                fmt.num(s.images_per_min, 3),
+                fmt.num(s.denoise_steps_per_s, 3),
+                fmt.num(s.step_it_per_s.p50, 3),
+                fmt.gib(s.peak_memory_bytes),
             )
         )
         st = s.stage_times
         stage_rows.append(
             (
                 r.ref.name,
-                _s(st.text_encode_s.mean),
-                _s(st.denoise_s.mean),
-                _s(st.decode_s.mean),
-                _s(st.queue_wait_s.mean),
-                _s(st.execution_s.mean),
+                fmt.num(st.text_encode_s.mean),
+                fmt.num(st.denoise_s.mean),
+                fmt.num(st.decode_s.mean),
+                fmt.num(st.queue_wait_s.mean),
+                fmt.num(st.execution_s.mean),
             )
         )
         for n in s.node_classes or []:
-            node_rows.append((r.ref.name, n.class_type, f"{n.runs}", f"{n.cached}", _s(n.mean_s)))
+            node_rows.append((r.ref.name, n.class_type, f"{n.runs}", f"{n.cached}", fmt.num(n.mean_s)))
         if not s.steps_total:
             missing.append(
                 f"{r.ref.name}: denoising steps — the engine ({s.engine or r.info.engine}) does not "
@@ -122,7 +115,7 @@ def images_section(runs: list[RunData], *, images: bool = True) -> Section | Non
                 "images/min",
                 "denoising steps/s",
                 "it/s p50",
-                "peak device memory",
+                "peak device memory GiB",
             ),
             tuple(rows),
             provenance="the runs' summaries (records.image.summarize_images)",

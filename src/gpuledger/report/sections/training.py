@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from gpuledger.records.training import TrainingSummary, step_of
 from gpuledger.records.trainspec import TrainSpec
+from gpuledger.report import fmt
 from gpuledger.report.model import Figure, Section, Table
 from gpuledger.report.sections.base import RunData, line_mode, xy_series
 from gpuledger.report.series import bucket_means
@@ -34,14 +35,6 @@ DEFINITIONS = (
         "weights + gradients + optimizer states + activations of one micro-batch (docs/train.md)",
     ),
 )
-
-
-def _f(value: float | None, fmt: str = ".4g") -> str:
-    return "n/a" if value is None else format(value, fmt)
-
-
-def _gib(value: float | None) -> str:
-    return "n/a" if value is None else f"{value / 1024**3:.2f} GiB"
 
 
 def _curve(
@@ -85,14 +78,14 @@ def training_section(runs: list[RunData]) -> Section | None:
                 r.ref.name,
                 s.workload_text() or "—",
                 f"{s.steps_total:,}",
-                _f(s.training_tokens_per_s, ",.1f"),
-                _f(s.step_time_s.p50, ".4f"),
-                _f(s.step_time_s.p99, ".4f"),
-                " / ".join(_f(b.mean, ".3f") for b in (s.forward_s, s.backward_s, s.optimizer_s)),
-                f"{_f(s.loss_first)} → {_f(s.loss_last)}",
-                f"{s.mfu:.2%}" if s.mfu is not None else "n/a",
-                _gib(peak.get("value") if isinstance(peak.get("value"), int | float) else None),
-                _gib(est.model_bytes if est is not None else None),
+                fmt.num(s.training_tokens_per_s),
+                fmt.num(s.step_time_s.p50),
+                fmt.num(s.step_time_s.p99),
+                " / ".join(fmt.num(b.mean) for b in (s.forward_s, s.backward_s, s.optimizer_s)),
+                f"{fmt.num(s.loss_first, 4)} → {fmt.num(s.loss_last, 4)}",
+                fmt.num(s.mfu * 100) if s.mfu is not None else fmt.MISSING,  # significant digits, not 0.00
+                fmt.gib(peak.get("value") if isinstance(peak.get("value"), int | float) else None),
+                fmt.gib(est.model_bytes if est is not None else None),
             )
         )
         if mfu.value is None:
@@ -146,9 +139,9 @@ def training_section(runs: list[RunData]) -> Section | None:
             "p99",
             "fwd / bwd / opt s",
             "loss first → last",
-            "MFU",
-            "peak memory (allocator)",
-            "memory estimate",
+            "MFU %",
+            "peak memory GiB (allocator)",
+            "memory estimate GiB",
         ),
         tuple(rows),
         provenance="the runs' summaries (records.training.summarize_training); the allocator's peak "
