@@ -22,6 +22,7 @@ from gpuledger.cli.files import check_target, write_output
 from gpuledger.errors import InvalidInputError, NotFoundError
 from gpuledger.quantity import Quantity
 from gpuledger.records import RequestRecord, RunInfo, dump_summary
+from gpuledger.records.validity import Verdict
 from gpuledger.urls import redact_url
 
 if TYPE_CHECKING:
@@ -335,14 +336,12 @@ def _telemetry_table(summaries: list[dict[str, Any]]) -> list[str]:
     return notes
 
 
-def _validity(info: RunInfo, records: list[RequestRecord] | None) -> None:
+def _validity(info: RunInfo, verdict: Verdict | None) -> None:
     """Every check of the run's validity verdict (bench.validity), with its figure, rule and why."""
-    from gpuledger.bench.validity import run_verdict
     from gpuledger.report.layout import paragraph, print_grid
     from gpuledger.report.terminal import grid_of
     from gpuledger.report.verdict import rule_lines, verdict_table
 
-    verdict = run_verdict(info, records)
     if verdict is not None:
         console.rule("validity", align="left")
         print_grid(console, grid_of(verdict_table(verdict, f"run {info.id}", rules=False)))
@@ -375,12 +374,14 @@ def show(
                                         "energy": energy_view(info),
                                         "efficiency": run_efficiency(info).to_dict()})
         return
+    from gpuledger.bench.validity import run_verdict
     from gpuledger.report.headline import measured_answer, saved_price, stage_table
     from gpuledger.report.layout import paragraph, print_grid
     from gpuledger.report.terminal import grid_of, print_answer
 
+    verdict = run_verdict(info, records)  # judged once: the answer's why lines and the validity table
     answer = measured_answer(
-        info, f"run {info.id}" + (f" ({info.label})" if info.label.strip() else ""), records
+        info, f"run {info.id}" + (f" ({info.label})" if info.label.strip() else ""), records, verdict
     )
     if costs:
         last = costs[-1]
@@ -397,7 +398,7 @@ def show(
     stages = stage_table(info)
     if stages is not None:
         print_grid(console, grid_of(stages))
-    _validity(info, records)
+    _validity(info, verdict)
     console.rule(f"run {info.id}", align="left")
     _kv_table(_header_rows(info, env_hash))
     console.rule("summary", align="left")

@@ -166,18 +166,25 @@ def cost_answer(
     )
 
 
-def run_answer(r: RunData, cost: RunCost, rows: Sequence[CostSensitivity]) -> Answer:
-    return cost_answer(cost, rows, r.ref.name, run_verdict(r.info, r.requests))
+def run_answer(
+    r: RunData, cost: RunCost, rows: Sequence[CostSensitivity], verdict: Verdict | None = None
+) -> Answer:
+    """A priced run's answer in a report; ``verdict``: its verdict when the caller has judged it already."""
+    judged = verdict if verdict is not None else run_verdict(r.info, r.requests)
+    return cost_answer(cost, rows, r.ref.name, judged)
 
 
 def measured_answer(
-    info: RunInfo, name: str | None = None, records: Sequence[RequestRecord] | None = None
+    info: RunInfo,
+    name: str | None = None,
+    records: Sequence[RequestRecord] | None = None,
+    verdict: Verdict | None = None,
 ) -> Answer:
     """The answer for a run that is not priced here (``bench``, ``show``): its headline rate — for a
     sweep, the rate of the stage ``gpuledger cost`` prices, named with the rule that picks it (the
     whole sweep's rate blends every load and describes none) — the key measured figures, and how to
     price it. The run's validity verdict comes first (stored, else computed from ``records`` and the
-    header), its worst checks among the why lines."""
+    header; ``verdict``: one the caller already has), its worst checks among the why lines."""
     title = name or info.label.strip() or info.id
     summary = info.summary
     if summary is None or not summary.headline():
@@ -192,7 +199,7 @@ def measured_answer(
             facts=(("requests stored", fmt.num(info.num_requests)),),
         )
     op = None
-    verdict = run_verdict(info, records)
+    verdict = verdict if verdict is not None else run_verdict(info, records)
     why: list[str] = verdict_why(verdict)
     try:
         op = operating_point(info)
@@ -340,15 +347,15 @@ def answer_section(runs: Sequence[RunData], costs: Costs) -> Section:
     comparison = comparison_answer(costs, names)
     if comparison is not None:
         answers.append(comparison)
-    for r in runs:
+    verdicts = [(r.ref.name, run_verdict(r.info, r.requests)) for r in runs]  # each run judged once
+    for r, (_, verdict) in zip(runs, verdicts, strict=True):
         cost = costs.per_run.get(r.info.id)
         if cost is None:
             missing.append(f"{r.ref.name}: no price — {costs.errors.get(r.info.id, 'not priced')}")
             continue
-        answers.append(run_answer(r, cost, costs.sensitivity.get(r.info.id, [])))
+        answers.append(run_answer(r, cost, costs.sensitivity.get(r.info.id, []), verdict))
     if len(runs) > 1 and comparison is None and costs.comparison_error:
         missing.append(f"comparison: {costs.comparison_error}")
-    verdicts = [(r.ref.name, run_verdict(r.info, r.requests)) for r in runs]
     return Section(
         key="answer",
         title="The answer",
