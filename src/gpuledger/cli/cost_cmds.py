@@ -153,7 +153,7 @@ def cost_cmd(
     if json_out:
         print_json(result)
     else:
-        render_cost(cost)
+        render_cost(cost, doc=result)
         if job is not None:
             render_job(job)
 

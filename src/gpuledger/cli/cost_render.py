@@ -4,7 +4,7 @@ sentences once, as numbered notes at the end."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
@@ -66,7 +66,7 @@ def render_operating_point(cost: RunCost, notes: Notes) -> None:
     )
 
 
-def _cost_rows(cost: RunCost) -> list[tuple[str, str]]:
+def _cost_rows(cost: RunCost, d: dict[str, Any]) -> list[tuple[str, str]]:
     """The cost per unit of work: each unit's price, what a currency unit buys, the extras of the run's
     kind (input and output tokens priced separately, the price at SLO), and the energy per unit."""
     from gpuledger.cost.model import money_prefix
@@ -74,7 +74,6 @@ def _cost_rows(cost: RunCost) -> list[tuple[str, str]]:
     cur = cost.currency
     p = money_prefix(cur)
     ev, inp = cost.evaluation, cost.inputs
-    d = cost.to_dict()
     rows: list[tuple[str, str]] = []
     for u in cost.summary.price_units():
         value = ev.cost_per(u)
@@ -104,10 +103,13 @@ def _cost_rows(cost: RunCost) -> list[tuple[str, str]]:
     return rows
 
 
-def render_cost(cost: RunCost, notes: Notes | None = None, *, answer: bool = True) -> None:
+def render_cost(
+    cost: RunCost, notes: Notes | None = None, *, answer: bool = True, doc: dict[str, Any] | None = None
+) -> None:
     """The answer first (price, key figures, power, why), then what the price is made of: the hourly
     cost, every stage of a sweep, the cost per unit of work, and every input with its source. Long
-    provenance sentences are printed once, at the end, and referred to by their marker."""
+    provenance sentences are printed once, at the end, and referred to by their marker. ``doc``: the
+    cost's ``to_dict()`` when the caller has it already."""
     from gpuledger.cost.breakeven import run_sensitivity
     from gpuledger.report.headline import cost_answer
     from gpuledger.report.layout import Notes, paragraph, print_table
@@ -145,8 +147,8 @@ def render_cost(cost: RunCost, notes: Notes | None = None, *, answer: bool = Tru
     rows.append((Text("total", style="bold"), Text(_money(hourly.total, ""), style="bold"), "100%"))
     print_table(console, f"Hourly cost ({cur} per wall-clock hour)", ("component", f"{cur}/h", "share"), rows)
     render_operating_point(cost, notes)
-    print_table(console, "Cost per unit of work", ("metric", "value"), _cost_rows(cost))
-    d = cost.to_dict()
+    d = doc if doc is not None else cost.to_dict()
+    print_table(console, "Cost per unit of work", ("metric", "value"), _cost_rows(cost, d))
     split = d.get("split")
     if isinstance(split, dict) and split.get("rule"):
         paragraph(console, notes.shorten(str(split["rule"])), lead="split rule: ", indent=2)
