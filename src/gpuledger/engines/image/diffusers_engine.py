@@ -47,6 +47,7 @@ from gpuledger.engines.torch.device import (
     TORCH_DTYPE_NAMES,
     CpuThreads,
     DeviceInfo,
+    device_warnings,
     fmt_params,
     resolve_dtype,
     select_device,
@@ -150,7 +151,7 @@ class DiffusersEngine:
             version_source="importlib.metadata",
             models=[self.model],
             details=self.details(),
-            warnings=[self.threads.note] if self.threads.note else [],
+            warnings=device_warnings(device, self.spec.device or "auto", self.threads),
         )
 
     def _parameters_before_loading(self) -> int | None:

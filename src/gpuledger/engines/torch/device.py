@@ -262,6 +262,13 @@ def busy_cpu() -> tuple[float, int] | None:
     return (load, cpus) if load > cpus else None
 
 
+def device_warnings(dev: DeviceInfo, asked: str, threads: CpuThreads) -> list[str]:
+    """What a run on ``dev`` says about where it computes: the CPU fallback when the device was ``auto``
+    (``asked``: the ``--device``), and a busy CPU (``threads``' note)."""
+    out = [f"running on the CPU: {dev.fallback_reason}"] if dev.fallback_reason and asked == "auto" else []
+    return out + ([threads.note] if threads.note else [])
+
+
 class CpuThreads:
     """PyTorch's intra-op threads for a run. On a CPU already busy with other work, PyTorch's threads wait
     for each other at every operation (measured here: a decode step 5-10x slower with 2 threads than with 1

@@ -25,7 +25,13 @@ from typing import Any, TypeVar
 import psutil
 
 from gpuledger.engines.base import ServerInfo
-from gpuledger.engines.torch.device import CpuThreads, DeviceInfo, peak_memory_reserved, reset_peak_memory
+from gpuledger.engines.torch.device import (
+    CpuThreads,
+    DeviceInfo,
+    device_warnings,
+    peak_memory_reserved,
+    reset_peak_memory,
+)
 from gpuledger.engines.torch.imports import import_torch, import_transformers
 from gpuledger.engines.torch.models import ModelPlan
 from gpuledger.facts.cpu import cpu_model_name
@@ -74,11 +80,8 @@ class InProcessEngine:
 
     def _settle(self, dev: DeviceInfo, asked: str) -> DeviceInfo:
         """``dev`` with the CPU threads the run computes with (set here); ``asked``: the ``--device``."""
-        if dev.fallback_reason and asked == "auto":
-            self.warnings.append(f"running on the CPU: {dev.fallback_reason}")
         self._threads = CpuThreads(dev)
-        if self._threads.note:
-            self.warnings.append(self._threads.note)
+        self.warnings.extend(device_warnings(dev, asked, self._threads))
         return replace(dev, cpu_threads=self._threads.threads)
 
     def _start(self, dev: DeviceInfo, thread_name: str) -> None:
