@@ -88,7 +88,7 @@ def test_done_when_tiny_sd_is_stored_and_priced_per_thousand_images(
         assert s["stage_times"][stage]["n"] == 4
     import torch
 
-    if not torch.cuda.is_available():  # --device auto fell back to the CPU: the run says so, as a text run does
+    if not torch.cuda.is_available():  # --device auto fell back to the CPU: the run says so, as others do
         assert any(w.startswith("running on the CPU: ") for w in run["server"]["warnings"]), run["server"]
     # tiny-sd's PNDM scheduler runs one step more than asked: the steps priced are those that ran, and said
     assert s["steps_per_image"] == 5 and s["steps_total"] == 20 and s["step_counts"] == {"5": 4}
