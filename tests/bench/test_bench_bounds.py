@@ -113,6 +113,24 @@ def test_a_prompt_longer_than_the_servers_context_is_refused_before_a_run_exists
     assert runs_in_store() == [] and srv.generation_requests == 0
 
 
+def test_the_default_lengths_are_held_to_the_servers_context_as_given_ones_are(
+    serve: Serve, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--dataset random without --input-len or --output-len: its defaults (128 tokens each) are what is sent,
+    so they are what the server's context is checked against."""
+    srv = serve(Scenario(identity="vllm", max_model_len=100))
+    code, _, err = bench(capsys, "--base-url", srv.url, "--dataset", "random")
+    assert code == 2, err
+    assert "--input-len 128 (the default) is more than the server's context length, 100 tokens" in err
+    assert runs_in_store() == [] and srv.generation_requests == 0
+    roomy = serve(Scenario(identity="vllm", max_model_len=200))
+    code, out, err = bench(capsys, "--base-url", roomy.url, "--dataset", "random", "--input-len", "100",
+                           "--num-requests", "2", "--json")
+    assert code == 0, err
+    assert any("prompt + output tokens (up to 100 + 128) exceed the server's context length, 200 tokens" in w
+               for w in json.loads(out)["server"]["warnings"])
+
+
 def test_llamacpps_slot_context_bounds_the_prompt(serve: Serve, capsys: pytest.CaptureFixture[str]) -> None:
     srv = serve(Scenario(identity="llamacpp"))  # /props: n_ctx 2048
     code, _, err = bench(capsys, "--base-url", srv.url, "--input-len", "3000")

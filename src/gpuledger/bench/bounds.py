@@ -22,7 +22,8 @@ from typing import Any
 
 from gpuledger.errors import UsageError
 from gpuledger.records import BenchSpec, ServerSpec, TorchSpec
-from gpuledger.records.spec import DatasetSpec, RateStage, SweepLoad
+from gpuledger.records.spec import DEFAULT_INPUT_LEN, DatasetSpec, RateStage, SweepLoad
+from gpuledger.records.workloads import random_lengths
 
 DAY_S = 86_400.0
 # The longest a stage may send for (--duration), and so the longest mean gap a Poisson rate may have.
@@ -198,17 +199,21 @@ def check_server_limits(spec: BenchSpec, limits: ServerLimits) -> list[str]:
         ctx is not None or limits.max_input_tokens is not None) else None
     longest = longest_input(ds)
     if longest is not None and prompt_cap is not None and longest > prompt_cap:
-        span = "" if longest == ds.input_len else f" (up to {longest} with --range-ratio {ds.range_ratio:g})"
+        asked = ds.input_len or DEFAULT_INPUT_LEN
+        span = "" if longest == asked else f" (up to {longest} with --range-ratio {ds.range_ratio:g})"
+        given = "" if ds.input_len else " (the default)"
         cap = where if prompt_cap == ctx else f"the server's longest prompt, {prompt_cap} tokens"
         raise UsageError(
-            f"--input-len {ds.input_len}{span} is more than {cap}: every such request would fail",
+            f"--input-len {asked}{given}{span} is more than {cap}: every such request would fail",
             hint="lower --input-len, or serve the model with a longer context",
         )
     if ctx is None:
         return []
     out_longest = longest_output(ds)
     if out_longest is not None and out_longest >= ctx:
-        raise UsageError(f"--output-len {ds.output_len} leaves no room for a prompt in {where}")
+        given = "" if ds.output_len else " (the default)"
+        asked = ds.output_len or out_longest
+        raise UsageError(f"--output-len {asked}{given} leaves no room for a prompt in {where}")
     if longest is not None and out_longest is not None and longest + out_longest > ctx:
         return [
             f"prompt + output tokens (up to {longest} + {out_longest}) exceed {where}: the server shortens "
@@ -218,16 +223,17 @@ def check_server_limits(spec: BenchSpec, limits: ServerLimits) -> list[str]:
 
 
 def longest_input(ds: DatasetSpec) -> int | None:
-    """The longest prompt the random dataset asks for (None: the dataset brings its own prompts)."""
-    if ds.name != "random" or ds.input_len is None:
-        return None
-    return max(1, int(ds.input_len * (1 + ds.range_ratio)))
+    """The longest prompt the random dataset asks for, its --input-len defaulted as the prompts are made
+    (None: the dataset brings its own prompts)."""
+    return random_lengths(ds, DEFAULT_INPUT_LEN)[1] if ds.name == "random" else None
 
 
 def longest_output(ds: DatasetSpec) -> int | None:
-    if ds.output_len is None:
-        return None
-    return max(1, int(ds.output_len * (1 + ds.range_ratio)) if ds.name == "random" else ds.output_len)
+    """The longest output asked for: the random dataset's (its --output-len defaulted as the prompts are
+    made), else the --output-len given (None: each prompt's own)."""
+    if ds.name == "random":
+        return random_lengths(ds, DEFAULT_INPUT_LEN)[3]
+    return ds.output_len
 
 
 # ------------------------------------------------------------------------------ what this process holds

@@ -29,6 +29,7 @@ Turns = int | Literal["all"]
 class _Dataset(Protocol):
     name: str
     input_len: int | None
+    output_len: int | None
     range_ratio: float
     turns: Turns | None
     think_time_s: float | None
@@ -50,9 +51,24 @@ def parse_turns(text: str | None) -> Turns | None:
         raise ValueError(f"--turns takes all or a number of turns, got {text!r}") from None
 
 
+# The random dataset's --output-len when none is given.
+DEFAULT_RANDOM_OUTPUT_LEN = 128
+
+
+def random_lengths(ds: _Dataset, default_input_len: int) -> tuple[int, int, int, int]:
+    """(lowest, highest) prompt and (lowest, highest) output lengths the random dataset draws: its
+    ``--input-len`` / ``--output-len`` (else the defaults) less and more the range ratio. The one rule
+    the prompts are made by and the server's limits are checked against."""
+    in_len = ds.input_len or default_input_len
+    out_len = ds.output_len or DEFAULT_RANDOM_OUTPUT_LEN
+    r = ds.range_ratio
+    lo_i, lo_o = max(1, int(in_len * (1 - r))), max(1, int(out_len * (1 - r)))
+    return lo_i, max(lo_i, int(in_len * (1 + r))), lo_o, max(lo_o, int(out_len * (1 + r)))
+
+
 def lowest_input(ds: _Dataset, default_len: int) -> int:
     """The shortest prompt the random dataset draws (its ``--input-len`` less the range ratio)."""
-    return max(1, int((ds.input_len or default_len) * (1 - ds.range_ratio)))
+    return random_lengths(ds, default_len)[0]
 
 
 def workload_problem(ds: _Dataset, default_input_len: int) -> str | None:

@@ -47,7 +47,6 @@ __all__ = [
 
 DEFAULT_MAX_TOKENS = 256  # cap for natural-length outputs when no output length is asked
 DEFAULT_RANDOM_INPUT_LEN = DEFAULT_INPUT_LEN
-DEFAULT_RANDOM_OUTPUT_LEN = 128
 MAX_DATASET_BYTES = 2 * 1024**3  # a dataset file is read whole (ShareGPT's largest public file: ~0.7 GB)
 
 

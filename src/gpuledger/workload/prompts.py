@@ -37,12 +37,12 @@ from typing import Any
 
 from gpuledger.errors import EngineError, UsageError
 from gpuledger.records.spec import DatasetSpec, TokenIdDataset
+from gpuledger.records.workloads import DEFAULT_RANDOM_OUTPUT_LEN, random_lengths
 from gpuledger.tokenizer import Tokenizer
 from gpuledger.workload.composer import Composer, Step, learn, random_words
 from gpuledger.workload.conversations import Replies, open_sessions
 from gpuledger.workload.datasets import (
     DEFAULT_RANDOM_INPUT_LEN,
-    DEFAULT_RANDOM_OUTPUT_LEN,
     Dataset,
     Prompt,
     file_sha256,
@@ -156,11 +156,7 @@ def _index_rng(seed: int, i: int) -> random.Random:
 
 def _lengths(spec: DatasetSpec) -> tuple[int, int, int, int]:
     """(lowest, highest) input and output lengths the random dataset draws from."""
-    in_len = spec.input_len or DEFAULT_RANDOM_INPUT_LEN
-    out_len = spec.output_len or DEFAULT_RANDOM_OUTPUT_LEN
-    r = spec.range_ratio
-    lo_i, lo_o = max(1, int(in_len * (1 - r))), max(1, int(out_len * (1 - r)))
-    return lo_i, max(lo_i, int(in_len * (1 + r))), lo_o, max(lo_o, int(out_len * (1 + r)))
+    return random_lengths(spec, DEFAULT_RANDOM_INPUT_LEN)
 
 
 async def _random(spec: DatasetSpec, tok: Tokenizer | None, chat: bool, on_step: Step | None) -> Prompts:
