@@ -422,3 +422,25 @@ def test_numbers_too_large_for_the_store_are_refused_before_writing(sqlite_store
     with pytest.raises(InvalidInputError, match=r"requests\[1\].output_tokens"):
         sqlite_store.import_run(doc)
     assert sqlite_store.list_runs() == []
+
+
+@pytest.mark.postgres
+def test_a_sql_ascii_postgresql_database_stores_and_reads_text(pg_url: str) -> None:
+    """A cluster made without a UTF-8 locale has SQL_ASCII databases, where psycopg hands back bytes: the
+    store asks for UTF-8 on its connections, so a run's texts (a label in any script) read back as text."""
+    import secrets
+
+    import psycopg
+
+    name = f"gl_ascii_{secrets.token_hex(6)}"
+    admin = sa.make_url(pg_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(admin, autocommit=True, connect_timeout=10) as conn:
+        conn.execute(f"CREATE DATABASE \"{name}\" ENCODING 'SQL_ASCII' TEMPLATE template0")
+    try:
+        url = sa.make_url(pg_url).set(database=name).render_as_string(hide_password=False)
+        with open_store(url) as store:
+            run_id = store.create_run(make_run(label="H200 vs MI300X — 推理成本"))
+            assert store.get_run(run_id).label == "H200 vs MI300X — 推理成本"
+    finally:
+        with psycopg.connect(admin, autocommit=True, connect_timeout=10) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -130,7 +130,10 @@ def make_engine(url: URL) -> Engine:
         event.listen(engine, "begin", _sqlite_on_begin)
         return engine
     return sa.create_engine(
-        url, connect_args={"connect_timeout": PG_CONNECT_TIMEOUT_S}, pool_pre_ping=True, **common
+        # client_encoding: the store's texts are UTF-8 whatever the database's encoding (a cluster made
+        # without a UTF-8 locale is SQL_ASCII, and psycopg would hand back bytes, not text)
+        url, connect_args={"connect_timeout": PG_CONNECT_TIMEOUT_S, "client_encoding": "utf8"},
+        pool_pre_ping=True, **common
     )
 
 
