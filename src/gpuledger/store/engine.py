@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -144,12 +146,31 @@ def _sqlite_on_connect(dbapi_conn: Any, _record: Any) -> None:
     try:
         cur.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         cur.execute("PRAGMA foreign_keys = ON")
-        mode = cur.execute("PRAGMA journal_mode").fetchone()[0]
-        if mode not in ("wal", "memory"):
-            cur.execute("PRAGMA journal_mode = WAL")
+        _ensure_wal(cur)
         cur.execute("PRAGMA synchronous = NORMAL")
     finally:
         cur.close()
+
+
+def _ensure_wal(cur: Any) -> None:
+    """The file in WAL mode. Switching needs the file to itself: when another process opened a new store at
+    the same moment, it may switch first and then keep the file busy (its writes), so the switch here would
+    wait out the whole busy timeout. It is tried without waiting, and the mode read again after a refusal:
+    the other process's switch is as good as ours."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    cur.execute("PRAGMA busy_timeout = 0")
+    try:
+        while True:
+            try:  # reading the mode may meet the other process's switch too
+                if cur.execute("PRAGMA journal_mode").fetchone()[0] in ("wal", "memory"):
+                    return
+                cur.execute("PRAGMA journal_mode = WAL")
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+    finally:
+        cur.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
 
 
 def _sqlite_on_begin(conn: Connection) -> None:
