@@ -21,6 +21,7 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 SMALL: dict[str, tuple[list[str], str]] = {
     "report_scale.py": (["--requests", "200", "--repeat", "1"], "target: build_report"),
     "doctor_time.py": (["--runs", "1", "--skip-probe"], "target < 2 s wall"),
+    "startup_time.py": (["--rounds", "1"], "start-up targets:"),
     "sampler_overhead.py": (["--seconds", "1"], "sampler overhead:"),
     "timing_accuracy.py": (["--num-requests", "8", "--output-len", "8"], "difference TTFT"),
     "loadgen_ceiling.py": (

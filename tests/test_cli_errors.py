@@ -148,15 +148,16 @@ def test_readme_exit_code_table_is_the_error_tree() -> None:
 
 # ---- signals --------------------------------------------------------------------------------------
 
-# A child that runs gpuledger as the console script does (import main, call it), with one of the
-# modules every command imports made slow: the signal lands while the application is being imported.
+# A child that runs gpuledger as the console script does (import main, call it), with the module of the
+# command it runs (``runs``: gpuledger.cli.store_cmds, imported when the command is resolved) made slow: the
+# signal lands while the application is being imported.
 SLOW_IMPORT = textwrap.dedent(
     """
     import importlib.abc, sys, time
 
     class Slow(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path, target=None):
-            if name == "gpuledger.cli.bench_cmd":
+            if name == "gpuledger.cli.store_cmds":
                 sys.stderr.write("importing\\n")
                 sys.stderr.flush()
                 time.sleep(60)

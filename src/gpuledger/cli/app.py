@@ -1,13 +1,76 @@
-"""The ``gpuledger`` typer application: each area registers its commands from its own module.
+"""The ``gpuledger`` typer application: every command by name, its module and its one-line help.
 
-Imported by ``gpuledger.cli.main.main`` after the signal handlers are installed (importing it takes
-most of a command's start-up time)."""
+Imported by ``gpuledger.cli.main.main`` after the signal handlers are installed. It imports no command: a
+command's module is imported when the command runs or shows its own ``--help`` (``gpuledger.cli.lazy``), so
+``gpuledger --version`` and ``gpuledger --help`` start at once.
+"""
 
 from __future__ import annotations
 
 import typer
 
 from gpuledger import __version__
+from gpuledger.cli.lazy import CommandEntry, LazyGroup
+
+_C = "gpuledger.cli."
+
+# Order = the user's path through the tool (docs/design.md): run first, then the steps.
+COMMANDS: tuple[CommandEntry, ...] = (
+    CommandEntry("run", _C + "run_cmd",
+                 "The whole evaluation in one command: doctor → bench (in-process PyTorch) → cost → HTML report."),
+    CommandEntry("doctor", _C + "doctor_cmd",
+                 "Diagnose the GPU stack bottom up (hardware, kernel, management, runtime, containers, WSL2, "
+                 "applications)."),
+    CommandEntry("lock", _C + "lock_cmd",
+                 "Pin the driver, CUDA/ROCm, PyTorch and engine versions (seed §8.1) and catch drift."),
+    CommandEntry("bench", _C + "bench_cmd",
+                 "Measure tokens/s, TTFT, TPOT, ITL and E2E of a server under load, with telemetry; store the run."),
+    CommandEntry("matrix", _C + "matrix_cmd",
+                 "Run a benchmark matrix (targets × loads × repeats) on Ray into one store; `show ID` reads one."),
+    CommandEntry("sample", _C + "sample_cmd",
+                 "Sample utilisation, memory, power and energy of every GPU and the CPU, then summarise."),
+    CommandEntry("cost", _C + "cost_cmds",
+                 "Cost of a run: hourly cost breakdown, cost per unit of work (1M tokens, 1,000 images, ...), "
+                 "J/unit."),
+    CommandEntry("compare", _C + "cost_cmds",
+                 "Compare cost efficiency: the ratio, its decomposition, break-even values, sensitivity, warnings."),
+    CommandEntry("gpus", _C + "cost_cmds",
+                 "The GPU catalog: memory, bandwidth, dense TFLOPS, TDP, ids, prices (each with source and date)."),
+    CommandEntry("profiles", _C + "cost_cmds", "Built-in cost presets, each price with its source and date."),
+    CommandEntry("estimate", _C + "estimate_cmd",
+                 "What-if on another GPU, always labelled an estimate: scale a GPU run by the roofline, or put the "
+                 "model's roofline (from a CPU run or from no run) on the GPU at an efficiency with its origin."),
+    CommandEntry("advise", _C + "advise_cmd",
+                 "Rank the catalog GPUs for your workload by cost per 1M output tokens at your TCO (setup labour "
+                 "included), with the seed essay's criteria as questions — every figure measured, published or "
+                 "estimate."),
+    CommandEntry("import-results", _C + "published_cmds",
+                 "Store published benchmark points as runs (origin: published), priced and compared like measured "
+                 "runs and always labelled \"published by SOURCE (DATE), not measured here\"."),
+    CommandEntry("public", _C + "published_cmds",
+                 "The public points shipped with gpuledger (a dated snapshot, each set with its page and how it "
+                 "was read); `gpuledger import-results NAME` stores one."),
+    CommandEntry("report", _C + "report_cmd",
+                 "Report on one run, or compare several: terminal tables, Markdown, self-contained HTML."),
+    CommandEntry("monitor", _C + "monitor_cmd",
+                 "Serve GPU/CPU utilisation, memory, power, energy, temperature and live cost as Prometheus "
+                 "metrics."),
+    CommandEntry("runs", _C + "store_cmds",
+                 "List stored runs, newest first: id, when, label, engine, model, status, requests, output rate."),
+    CommandEntry("show", _C + "store_cmds",
+                 "Show one run: header, summary, latency, environment, telemetry, saved cost evaluations."),
+    CommandEntry("export", _C + "store_cmds",
+                 "Export a run: JSON document (to import elsewhere) or per-request CSV."),
+    CommandEntry("delete", _C + "store_cmds", "Delete a run with its requests, telemetry and cost evaluations."),
+    CommandEntry("import", _C + "store_cmds", "Add a run exported elsewhere to this store (all or nothing)."),
+    CommandEntry("telemetry", _C + "telemetry_cmd",
+                 "Telemetry taken elsewhere: attach a log of the server's node to a stored run."),
+)
+
+
+class Commands(LazyGroup):
+    ENTRIES = COMMANDS
+
 
 app = typer.Typer(
     name="gpuledger",
@@ -16,6 +79,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
+    cls=Commands,
 )
 
 
@@ -30,31 +94,3 @@ def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print version."),
 ) -> None:
     """gpuledger: doctor → lock → bench → cost → compare/report → monitor."""
-
-
-def _register() -> None:
-    from gpuledger.cli import (
-        advise_cmd,
-        bench_cmd,
-        cost_cmds,
-        doctor_cmd,
-        estimate_cmd,
-        lock_cmd,
-        matrix_cmd,
-        monitor_cmd,
-        published_cmds,
-        report_cmd,
-        run_cmd,
-        sample_cmd,
-        store_cmds,
-        telemetry_cmd,
-    )
-
-    # Order = the user's path through the tool (DESIGN.md): run first, then the steps.
-    for module in (run_cmd, doctor_cmd, lock_cmd, bench_cmd, matrix_cmd, sample_cmd, cost_cmds,
-                   estimate_cmd, advise_cmd, published_cmds, report_cmd, monitor_cmd, store_cmds,
-                   telemetry_cmd):
-        module.register(app)
-
-
-_register()

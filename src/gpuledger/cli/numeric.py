@@ -48,11 +48,14 @@ def _checked(param: Any, process: Callable[[Any, Any], Any]) -> Callable[[Any, A
 
 def bound_numbers(command: Any) -> Any:
     """``command`` (the click command typer built), every parameter of it and of its subcommands checked
-    as the module docstring says; returns ``command``."""
+    as the module docstring says; returns ``command``. The commands of a ``cli.lazy.LazyGroup`` are checked
+    by the group when each is loaded."""
     for param in getattr(command, "params", ()):
         if not getattr(param, _WRAPPED, False):
             param.process_value = _checked(param, param.process_value)
             setattr(param, _WRAPPED, True)
-    for sub in (getattr(command, "commands", None) or {}).values():
-        bound_numbers(sub)
+    subcommands = getattr(command, "commands", None)
+    if isinstance(subcommands, dict):  # a lazy group bounds each command as it loads it (cli/lazy.py)
+        for sub in subcommands.values():
+            bound_numbers(sub)
     return command
