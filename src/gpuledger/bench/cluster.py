@@ -20,12 +20,12 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from time import perf_counter
-from types import ModuleType
-from typing import Any
+from typing import Any, Protocol, TypeAlias, cast
 
 from gpuledger.bench.load_worker import Emit, LoadWorker, Share
 from gpuledger.engines import GenResult
 from gpuledger.errors import MissingDependencyError, ResourceError, UsageError
+from gpuledger.telemetry.amd import guard_amdsmi
 from gpuledger.workload.datasets import Prompt
 
 INSTALL_HINT = 'pip install "gpuledger[cluster]" (Ray, with its dashboard and state API: "ray[default]")'
@@ -41,12 +41,62 @@ def available() -> bool:
     return importlib.util.find_spec("ray") is not None
 
 
-def _ray() -> ModuleType:
+# -- the part of Ray gpuledger uses ---------------------------------------------------------------------
+# Ray ships its types (py.typed): installed, mypy reads its module; absent, ``import ray`` is Any to mypy. The
+# Protocols below are what this module calls, so the code is checked the same way with and without Ray.
+
+ObjectRef: TypeAlias = Any  # a ray.ObjectRef: opaque, handed back to Ray (wait, get, cancel)
+ActorHandle: TypeAlias = Any  # a ray.actor.ActorHandle: the actor class's methods, called as .remote()
+
+
+class _RuntimeContext(Protocol):
+    def get_node_id(self) -> str: ...
+
+    def get_node_labels(self) -> Mapping[str, str] | None: ...
+
+
+class _RayExceptions(Protocol):
+    RayError: type[Exception]
+    RayTaskError: type[Exception]
+
+
+class RayApi(Protocol):
+    """``ray`` as gpuledger calls it."""
+
+    __version__: str
+    exceptions: _RayExceptions
+
+    def is_initialized(self) -> bool: ...
+
+    def init(self, address: str, **options: Any) -> object: ...
+
+    def nodes(self) -> list[dict[str, Any]]: ...
+
+    def get_runtime_context(self) -> _RuntimeContext: ...
+
+    def shutdown(self) -> None: ...
+
+    def remote(self, *target: Any, **options: Any) -> Any: ...
+
+    def wait(self, refs: list[ObjectRef], *, num_returns: int,
+             timeout: float | None) -> tuple[list[ObjectRef], list[ObjectRef]]: ...
+
+    def get(self, ref: ObjectRef) -> Any: ...
+
+    def cancel(self, ref: ObjectRef, *, force: bool) -> None: ...
+
+    def kill(self, actor: ActorHandle) -> None: ...
+
+
+def _ray() -> RayApi:
+    # Ray's import imports amdsmi, catching only ImportError: a broken amdsmi (no ROCm) is put out of reach
+    # first, or it prints on stdout and raises KeyError inside `import ray`.
+    guard_amdsmi()
     try:
         import ray
     except ImportError as exc:
         raise MissingDependencyError(f"Ray is not installed ({exc})", hint=INSTALL_HINT) from exc
-    return ray
+    return cast(RayApi, ray)
 
 
 def connect(address: str) -> str:
@@ -93,8 +143,11 @@ def _notices_to_stderr() -> None:
 def current_node() -> dict[str, Any] | None:
     """The Ray node this process runs on (a cell's task: its workload records it), or None outside Ray.
     Ray is not imported for it: a process that has not imported Ray is not on a Ray node."""
-    ray = sys.modules.get("ray")
-    if ray is None or not ray.is_initialized():
+    loaded = sys.modules.get("ray")
+    if loaded is None:
+        return None
+    ray = cast(RayApi, loaded)
+    if not ray.is_initialized():
         return None
     ctx = ray.get_runtime_context()
     return {"node_id": ctx.get_node_id(), "labels": dict(ctx.get_node_labels() or {})}
@@ -141,7 +194,7 @@ class CellTasks:
 
     def __init__(self, fn: Callable[..., dict[str, Any]]) -> None:
         self._remote = _ray().remote(fn)
-        self._refs: dict[Any, Any] = {}
+        self._refs: dict[Any, ObjectRef] = {}
 
     def submit(self, key: Any, placement: Placement, *args: Any) -> None:
         self._refs[key] = self._remote.options(**placement.options()).remote(*args)
@@ -167,7 +220,7 @@ class CellTasks:
         try:
             out: dict[str, Any] = ray.get(ref)
         except ray.exceptions.RayTaskError as exc:
-            cause = exc.cause if getattr(exc, "cause", None) is not None else exc
+            cause = getattr(exc, "cause", None) or exc
             raise CellLost(f"the cell's task raised {type(cause).__name__}: {_line(cause)}") from exc
         except ray.exceptions.RayError as exc:
             raise CellLost(f"the cell's worker died ({CELL_RETRIES + 1} attempts, Ray's retries included): "
@@ -227,7 +280,7 @@ class RayLink:
 
     kind = "Ray actor"
 
-    def __init__(self, actor: Any) -> None:
+    def __init__(self, actor: ActorHandle) -> None:
         self._actor = actor
 
     async def open(self, spec_doc: dict[str, Any], prompts: list[Prompt], max_in_flight: int | None,

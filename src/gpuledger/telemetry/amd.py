@@ -3,7 +3,10 @@ amdsmi.
 
 ``import amdsmi`` without ROCm prints two lines to stdout and raises ``KeyError('libamd_smi.so')``;
 the import is wrapped in ``redirect_stdout`` so that ``--json`` output stays clean, and ImportError,
-OSError and KeyError all mean "amdsmi unavailable: <reason>".
+OSError and KeyError all mean "amdsmi unavailable: <reason>". A package that fails that way is then put
+out of reach (``sys.modules["amdsmi"] = None``): a later ``import amdsmi`` anywhere in the process — Ray
+imports it while ``import ray`` runs, catching only ImportError — is a plain ImportError, not two lines on
+stdout and a KeyError. ``guard_amdsmi`` runs the guarded import before such a library is imported.
 
 Values and their traps, as handled here:
 - activity and power fields are the string ``"N/A"`` when unsupported (and ``0xFFFF``/``0xFFFFFFFF``
@@ -20,8 +23,10 @@ Values and their traps, as handled here:
 from __future__ import annotations
 
 import contextlib
+import importlib.machinery
 import io
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from types import ModuleType
@@ -48,8 +53,23 @@ class AmdsmiUnavailable(Exception):
     """amdsmi could not be imported; ``str()`` is the reason shown to the user."""
 
 
+# Why the amdsmi package at a location failed to import, once it was put out of reach (None in sys.modules).
+_FAILED: dict[str, AmdsmiUnavailable] = {}
+
+
+def _package_location() -> str | None:
+    """Where an amdsmi package is on sys.path (whatever sys.modules holds), or None."""
+    spec = importlib.machinery.PathFinder.find_spec("amdsmi")
+    return None if spec is None else str(spec.origin or spec.submodule_search_locations or "amdsmi")
+
+
 def import_amdsmi() -> ModuleType:
-    """Import amdsmi with its stdout chatter captured. Raises :class:`AmdsmiUnavailable`."""
+    """Import amdsmi with its stdout chatter captured. Raises :class:`AmdsmiUnavailable`; a package that
+    is there but cannot be loaded is replaced by None in ``sys.modules`` (see the module doc)."""
+    if "amdsmi" in sys.modules and sys.modules["amdsmi"] is None:
+        earlier = _FAILED.get(_package_location() or "")
+        if earlier is not None:
+            raise AmdsmiUnavailable(str(earlier)) from earlier.__cause__
     captured = io.StringIO()
     try:
         with contextlib.redirect_stdout(captured):
@@ -64,10 +84,26 @@ def import_amdsmi() -> ModuleType:
     except (OSError, KeyError) as exc:
         said = [line.strip() for line in captured.getvalue().splitlines() if line.strip()]
         detail = said[0] if said else f"{type(exc).__name__}: {exc}"
-        raise AmdsmiUnavailable(
-            f"amdsmi unavailable: libamd_smi.so could not be loaded ({detail}); is ROCm installed?"
-        ) from exc
+        failed = AmdsmiUnavailable(
+            f"amdsmi unavailable: libamd_smi.so could not be loaded ({detail}); is ROCm installed?")
+        failed.__cause__ = exc
+        sys.modules["amdsmi"] = None  # type: ignore[assignment]  # a later `import amdsmi`: ImportError
+        _FAILED[_package_location() or ""] = failed
+        raise failed from exc
     return module
+
+
+def guard_amdsmi() -> str | None:
+    """Before importing a library that imports amdsmi itself (Ray): run the guarded import first, so that a
+    broken amdsmi package is out of reach (an ImportError, which such libraries handle) rather than two lines
+    on stdout and a KeyError inside that library's import. The reason amdsmi is unavailable, or None."""
+    if sys.modules.get("amdsmi") is not None:
+        return None
+    try:
+        import_amdsmi()
+    except AmdsmiUnavailable as exc:
+        return str(exc)
+    return None
 
 
 def _error_code(exc: BaseException) -> int | None:
