@@ -44,8 +44,19 @@ def render_job(job: dict[str, Any]) -> None:
         ("optimizer steps", _n(job["steps"], ",.0f")),
         (f"{cur} per hour", _n(job[f"{p}_per_hour"])),
         *((f"  {k}", f"{_n(v, ',.2f')} {cur}") for k, v in job[f"{p}_by_component"].items() if v),
-        ("energy", f"{_n(job['energy_kwh'])} kWh" if job["energy_kwh"] is not None
-         else f"n/a — {job['energy_reason']}"),
+        _energy_row(job),
     ]
     print_table(console, f"Training job ({cur})", ("", ""), rows, header=False)
     paragraph(console, str(job["method"]), lead="method: ", indent=2)
+    energy = job.get("energy")
+    if energy:
+        paragraph(console, "; ".join([*energy["assumes"], str(energy["priced"])]), lead="energy assumes: ",
+                  indent=2)
+
+
+def _energy_row(job: dict[str, Any]) -> tuple[str, str]:
+    energy = job.get("energy")
+    if not energy:
+        return "energy", f"n/a — {job['energy_reason']}"
+    return ("energy (estimate)", f"{_n(energy['kwh'])} kWh = ({_n(energy['training_kwh'])} training + "
+            f"{_n(energy['idle_kwh'])} idle) × PUE {energy['pue']:g}")

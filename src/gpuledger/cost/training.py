@@ -8,8 +8,13 @@ A job of ``N`` training tokens on the stack the run measured (``job_cost``):
   share of them the hardware trains (the same utilisation every price of the run is divided by);
 - cost = hours × the hourly cost (hardware or rental, energy, labour — setup amortised and maintenance —
   and other opex) = N × the price of a training token; by component, each hourly component × hours;
-- device-hours = hours × the devices priced; steps = N ÷ tokens per step; energy = N × J per training
-  token when the run measured it.
+- device-hours = hours × the devices priced; steps = N ÷ tokens per step;
+- energy (``job_energy``, an estimate: the measured window extrapolated to the job) = what the hourly price's
+  energy is: (compute hours × serving W + idle hours × idle W) × PUE, idle hours = hours − compute hours,
+  with the power the price uses (cost/power.py: measured, the profile's or a catalog TDP, the profile's
+  ``host_power_w`` added; idle at the profile's ``idle_power_w``, else at serving power, an upper bound).
+  Under an ownership profile energy_kwh × electricity price is the job's energy cost; a rental's price has
+  its energy in it (figured only when the run measured power).
 """
 
 from __future__ import annotations
@@ -77,8 +82,7 @@ def job_cost(cost: RunCost, train_tokens: float) -> dict[str, Any]:
     hours = compute_h / util
     hourly = cost.evaluation.hourly
     devices = cost.inputs.gpu_count if cost.kind == "gpu" else None
-    joules = cost.energy.get("joules_per_training_token")
-    energy_kwh = train_tokens * joules / 3.6e6 if isinstance(joules, int | float) else None
+    energy = job_energy(cost, compute_h, hours)
     per_step = s.tokens_per_step
     return {
         "train_tokens": train_tokens,
@@ -93,15 +97,58 @@ def job_cost(cost: RunCost, train_tokens: float) -> dict[str, Any]:
         f"{p}_per_hour": hourly.total,
         p: hours * hourly.total,
         f"{p}_by_component": {k: v * hours for k, v in hourly.components().items()},
-        "energy_kwh": energy_kwh,
-        "energy_reason": None
-        if energy_kwh is not None
-        else cost.energy.get("reason") or "no energy measured",
+        "energy_kwh": energy["kwh"] if energy else None,
+        "energy_reason": None if energy else cost.energy.get("reason") or "no power known to the price",
+        "energy": energy,
         "currency": cost.currency,
         "method": (
             "hours = tokens ÷ (training tokens/s × 3600) ÷ utilisation; cost = hours × hourly cost "
             f"(hardware/rental, energy, labour, other opex; profile {cost.profile.name})"
         ),
+    }
+
+
+def job_energy(cost: RunCost, compute_h: float, hours: float) -> dict[str, Any] | None:
+    """The job's energy as its hourly price counts it (the module docstring says how), or None when no
+    power is known (a rental profile and a run that measured none: its energy is in the rental)."""
+    if not cost.power.known:
+        return None
+    inp, prof = cost.inputs, cost.profile
+    idle_h = max(hours - compute_h, 0.0)
+    training_kwh = compute_h * inp.power_serving_w / 1000.0
+    idle_kwh = idle_h * inp.power_idle_w / 1000.0
+    kwh = (training_kwh + idle_kwh) * prof.pue
+    if prof.idle_power_w is not None and inp.power_idle_w != inp.power_serving_w:
+        idle_from = f"the profile's idle_power_w ({prof.idle_power_w:g} W per device)"
+    else:
+        idle_from = "the serving power (no idle_power_w in the profile): an upper bound"
+    host = f", the profile's host_power_w {prof.host_power_w:g} W included" if prof.host_power_w else ""
+    assumes = [
+        f"the run's rate and power hold for the whole job: {compute_h:,.4g} compute hours at "
+        f"{inp.power_serving_w:,.1f} W ({cost.power.source}{host})",
+        f"{idle_h:,.4g} idle hours (the {1.0 - inp.utilisation:.0%} of {hours:,.4g} paid hours the profile's "
+        f"utilisation of {inp.utilisation:.0%} leaves idle) at {inp.power_idle_w:,.1f} W, {idle_from}",
+        f"PUE {prof.pue:g} (the profile's facility overhead) on both",
+    ]
+    priced = (
+        f"priced in the energy component at {prof.electricity_per_kwh:g} {prof.currency}/kWh"
+        if prof.mode == "ownership" and prof.electricity_per_kwh
+        else "not priced on its own: the rental price includes energy" if prof.mode == "rental"
+        else "not priced: the profile has no electricity price"
+    )
+    return {
+        "kwh": kwh,
+        "training_kwh": training_kwh,
+        "idle_kwh": idle_kwh,
+        "pue": prof.pue,
+        "serving_w": inp.power_serving_w,
+        "idle_w": inp.power_idle_w,
+        "idle_hours": idle_h,
+        "estimate": True,
+        "assumes": assumes,
+        "priced": priced,
+        "method": "energy = (compute hours × serving W + idle hours × idle W) × PUE ÷ 1000, as the hourly "
+                  "price's energy (average W = utilisation × serving W + (1 − utilisation) × idle W)",
     }
 
 
