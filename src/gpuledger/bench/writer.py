@@ -236,6 +236,19 @@ class RunWriter:
             close_sources(self._sources)
             self._sources = []
 
+    def _window_telemetry(
+        self, records: Sequence[RequestRecord], summary: RunSummary, summaries: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """Each device's power and energy over exactly the window the run's counts are per — first send to
+        first send + the summary's ``window_s`` (every kind's window starts at its first send), interpolated
+        at its edges — not the writer's start to finish, which also holds the time before the first send
+        and after the last finish (0.15–0.6 % more energy per token). Unchanged without a window."""
+        sampler = self._stopped
+        if sampler is None or not summaries or not records or summary.window_s <= 0:
+            return summaries
+        start = min(r.t_send for r in records)
+        return [s.to_dict() for s in sampler.summaries(between=(start, start + summary.window_s))]
+
     def _stage_telemetry(self, summary: RunSummary, summaries: list[dict[str, Any]]) -> None:
         """Each device's power and energy over each stage's own window (a sweep is priced at one stage: its
         J per unit must be that stage's, not the whole sweep's), in the device's ``stages``."""
@@ -367,6 +380,7 @@ class RunWriter:
         summary = self.info.config.summarize(records) or summarize(records, slo=self.slo, stages=self.stages)
         if extra_summary:
             summary = summary.amended(**extra_summary)
+        summaries = self._window_telemetry(records, summary, summaries)
         self._stage_telemetry(summary, summaries)
         self._store_notes(client)
         if self._send_lags:
