@@ -183,7 +183,7 @@ def test_the_efficiency_comes_from_your_runs_then_published_points_then_the_defa
     assert pool.carried(mi300x).origin == "measured" and "own00001" in pool.carried(mi300x).label
     # an NVIDIA run's efficiency is never carried to AMD: without the MI300X run, published MI300X points
     only_nvidia = efficiency_pool([nvidia, *published], catalog).carried(mi300x)
-    assert only_nvidia.origin == "published" and "MI300X" in only_nvidia.label
+    assert only_nvidia.origin == "derived from published" and "MI300X" in only_nvidia.label
     assert "published by SemiAnalysis InferenceX" in only_nvidia.label
     assert efficiency_pool([nvidia], catalog).carried(h200).runs == ("own00002",)
     default = efficiency_pool([], catalog).carried(mi300x)

@@ -318,7 +318,8 @@ def render_estimate(est: Estimate) -> None:
     if eff.available:
         paragraph(
             console,
-            f"measured efficiency carried over: MFU {_ratio_text(eff.mfu)}, MBU {_ratio_text(eff.mbu)}",
+            f"{eff.origin} efficiency carried over: MFU {_ratio_text(eff.mfu)}, MBU {_ratio_text(eff.mbu)}"
+            + (f" (assuming {', '.join(eff.premises)})" if eff.premises else ""),
             indent=2,
         )
     else:

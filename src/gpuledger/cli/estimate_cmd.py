@@ -31,18 +31,25 @@ def model_answer(est: ModelEstimate) -> tuple[str, str, list[tuple[str, str]], l
     title = f"ESTIMATE: {est.arch.name} on {p.devices} x {est.target.name} ({est.basis})"
     headline = f"{fmt.num(est.cost.per_1m_output, 3)} {cur} per 1M output tokens (estimate)"
     w = p.workload
+    # A decode step at the per-step overhead floor: the rates are at most these, TPOT at least.
+    bound = ", an upper bound: decode at the per-step floor" if p.at_floor else ""
+    upper = ", an upper bound" if p.at_floor else ""
+    floor = ", the per-step floor: a lower bound" if p.at_floor else ""
     facts = [
         ("workload", f"{w.input_len} in / {w.output_len} out tokens, {w.concurrency} in flight "
                      f"({est.workload_source})"),
-        ("output tok/s", f"{fmt.num(p.output_tokens_per_s)} tok/s, all devices (estimate)"),
-        ("tok/s per user", f"{fmt.num(p.tokens_per_s_per_user)} (estimate; TPOT {fmt.num(p.tpot_ms)} ms)"),
+        ("output tok/s", f"{fmt.num(p.output_tokens_per_s)} tok/s, all devices (estimate{bound})"),
+        ("tok/s per user", f"{fmt.num(p.tokens_per_s_per_user)} (estimate{upper}; TPOT {fmt.num(p.tpot_ms)} "
+                           f"ms{floor})"),
         ("TTFT", f"{fmt.num(p.ttft_ms)} ms (estimate, no queueing)"),
+        ("E2E", f"{fmt.num(p.e2e_ms)} ms (estimate: TTFT + TPOT x {w.output_len - 1} tokens)"),
         ("memory", ("fits" if p.memory.fits else "DOES NOT FIT") + f" — {p.memory.reason}"),
         ("efficiency", f"{p.efficiency.text()} — MBU: {p.efficiency.label}"),
         ("setup labour", f"{fmt.num(est.setup.hours)} h ({est.setup.origin}) — {est.setup.source}"),
         ("profile", f"{est.cost.profile.name or '(unnamed)'} ({est.cost.profile.mode}, {cur})"),
     ]
-    why = [f"decode step {fmt.num(p.step_s * 1000)} ms, bound by {p.step_bound}",
+    why = [f"decode step {fmt.num(p.step_s * 1000)} ms, bound by {p.step_bound}"
+           + (f" (the bandwidth bound is {fmt.num(p.memory_bound_s * 1000)} ms)" if p.at_floor else ""),
            f"model config: {est.arch.source}"]
     return title, headline, facts, why
 

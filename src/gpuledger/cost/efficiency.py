@@ -20,12 +20,18 @@ known (``cost/modelarch.py``):
   lower bound (``prefill_mfu_lower_bound``), shown but not carried to an estimate.
 
 Not computable is a reason, never a zero: an unknown model, a CPU run, a GPU not in the catalog, no TPOT.
+
+Every figure says where it is from, in exact words (``FigureOrigin``): **measured** (a run gpuledger
+measured), **derived from published** (gpuledger's arithmetic over a publisher's rates, with its own
+assumptions — the replica size, the KV cache's bytes, the dtype, the sequences in flight — listed in
+``assumptions`` and named in ``text()``), **estimate** (a model: carried to another GPU, or a default).
+MBU and MFU are never "published": no publisher gives them; gpuledger derives them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from gpuledger.catalog import Catalog, GpuSpec, load_catalog, normalise_dtype, peak_bandwidth, peak_compute
 from gpuledger.catalog.roofline import TB, USABLE_MEMORY_FRACTION, kv_bytes, kv_cache_bytes, weight_bytes
@@ -37,7 +43,10 @@ from gpuledger.records.published import PublishedSummary
 from gpuledger.records.spec import ServerSpec
 from gpuledger.records.torchspec import TorchSpec
 
-FigureOrigin = Literal["measured", "published", "estimate"]
+# The provenance words (docs/advise.md): "published" is a figure as its publisher gave it (a rate); a figure
+# gpuledger computed from published ones under its own assumptions is "derived from published".
+FigureOrigin = Literal["measured", "published", "derived from published", "estimate"]
+DERIVED: Final = "derived from published"
 NA_TEXT = "n/a"
 
 
@@ -69,6 +78,7 @@ class Efficiency:
     assumptions: list[str] = field(default_factory=list)
     prefill_mfu_lower_bound: bool = False  # from a TTFT that includes queueing (a server's)
     applies: bool = True  # False: the run's work is not text generation (its own figures say more)
+    premises: tuple[str, ...] = ()  # derived from published: gpuledger's assumptions, in a few words each
 
     @classmethod
     def missing(cls, reason: str, label: str = "", applies: bool = True) -> Efficiency:
@@ -89,6 +99,13 @@ class Efficiency:
         value = getattr(self, name)
         return value if isinstance(value, float) else None
 
+    def provenance(self) -> str:
+        """``"measured"``, ``"estimate"``, or ``"derived from published, assuming one replica of 8 GPUs,
+        16-bit KV cache, ..."``: the origin with the assumptions a derived figure rests on."""
+        if self.premises and self.origin in (DERIVED, "estimate"):
+            return f"{self.origin}, assuming {', '.join(self.premises)}"
+        return str(self.origin)
+
     def text(self) -> str:
         """``"MBU 41 %, MFU 3.2 % (measured)"`` or ``"n/a — why"``."""
         if not self.available:
@@ -97,7 +114,7 @@ class Efficiency:
         for name, value in (("MBU", self.mbu), ("MFU", self.mfu)):
             parts.append(f"{name} {pct_text(value)}" if value is not None else
                          f"{name} {NA_TEXT} ({self.reasons.get(name.lower(), 'not computable')})")
-        return ", ".join(parts) + f" ({self.origin})"
+        return ", ".join(parts) + f" ({self.provenance()})"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -115,6 +132,8 @@ class Efficiency:
             "dtype": self.dtype,
             "basis": dict(self.basis),
             "assumptions": list(self.assumptions),
+            # derived from published only: the assumptions its origin words name (``provenance()``)
+            **({"premises": list(self.premises), "provenance": self.provenance()} if self.premises else {}),
             "method": "docs/advise.md#mbu-and-mfu (gpuledger.cost.efficiency)",
         }
 
@@ -160,7 +179,8 @@ def _gpu_of(run: RunInfo, summary: RunSummary, cat: Catalog, gpu: str | None,
     if origin is not None and origin.gpu:
         spec = cat.find(origin.gpu)
         why = "" if spec is not None else f"GPU {origin.gpu!r} is not in the GPU catalog"
-        return spec, origin.gpus or 1, why, "published"
+        # MBU and MFU of a published point are gpuledger's arithmetic over the published rates.
+        return spec, origin.gpus or 1, why, DERIVED
     if gpu:
         spec = cat.find(gpu)
         why = "" if spec is not None else f"GPU {gpu!r} is not in the GPU catalog"
@@ -277,7 +297,7 @@ def _efficiency(run: RunInfo, summary: RunSummary | None, catalog: Catalog | Non
     if summary is None:
         return Efficiency.missing("the run has no summary")
     origin = summary.origin()
-    label = origin.label if origin is not None else f"measured by run {run.id}"
+    label = f"measured by run {run.id}" if origin is None else f"derived by gpuledger from rates {origin.by}"
     load = _load_of(run, summary)
     if isinstance(load, str):
         return Efficiency.missing(load, label, applies=isinstance(summary, TextGenerationSummary))
@@ -305,7 +325,7 @@ def _efficiency(run: RunInfo, summary: RunSummary | None, catalog: Catalog | Non
     # A published point normalised per GPU of a model one GPU cannot hold ran on a replica of several.
     replica = n
     conc = load.concurrency
-    if fig_origin == "published" and conc is not None:
+    if fig_origin == DERIVED and conc is not None:
         kv_point = kv_cache_bytes(arch.kv_elements_per_token, kb, load.input_len + load.output_len, conc)
         replica = replica_devices(arch, spec, n, wb, kv_point)
         if replica != n:
@@ -357,5 +377,30 @@ def _efficiency(run: RunInfo, summary: RunSummary | None, catalog: Catalog | Non
         else:
             reasons["prefill_mfu"] = "no TTFT (prefill time) recorded"
     lower = prefill is not None and not isinstance(run.config, TorchSpec)
+    premises: tuple[str, ...] = ()
+    if fig_origin == DERIVED:
+        premises, listed = _derived_premises(replica, n, wb, dtype, dtype_how, kb, kb_how, load)
+        assumptions = [*listed, *(a for a in assumptions if a not in listed)]
     return Efficiency(fig_origin, label, mbu, mfu, prefill, reasons, spec.key, n, arch.name, dtype, basis,
-                      assumptions, lower)
+                      assumptions, lower, premises=premises)
+
+
+def _derived_premises(replica: int, n: int, wb: float, dtype: str | None, dtype_how: str, kb: float,
+                      kb_how: str, load: _Load) -> tuple[tuple[str, ...], list[str]]:
+    """What gpuledger assumed to derive a published point's MBU and MFU: (a few words each, the sentences)."""
+    size = f"{wb:g} byte{'' if wb == 1 else 's'}"
+    short = [f"one replica of {replica} GPU{'s' if replica > 1 else ''}",
+             f"{dtype or '16-bit'} weights ({size})", f"{kb:g}-byte KV cache"]
+    listed = [
+        f"derived from published: one replica spans {replica} GPU(s)" + (
+            "" if replica != n else " (the point's own GPU count)"),
+        f"derived from published: weights at {size} each ({dtype_how})",
+        f"derived from published: {kb_how}",
+    ]
+    if load.concurrency is not None:
+        listed.append(f"derived from published: sequences in flight from {load.concurrency_how}")
+        if load.concurrency_how != "published concurrency":
+            short.append("sequences in flight from tok/s per user")
+    if load.steps_per_s is not None:
+        listed.append(f"derived from published: decode steps per second from {load.steps_how}")
+    return tuple(short), listed

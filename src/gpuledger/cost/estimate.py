@@ -3,6 +3,10 @@
 Always an ESTIMATE. The run's throughput is carried to the target by
 ``speedup = 1 / (p x F_src/F_dst + (1 - p) x B_src/B_dst)`` (``p`` = prefill share of the time, ``F`` peak
 dense FLOP/s at the run's dtype, ``B`` peak memory bandwidth), i.e. at the MBU/MFU measured on the real run.
+Its latencies are carried from their parts: TPOT and ITL (decode, memory-bound) ÷ ``B_dst/B_src``, TTFT
+(prefill, compute-bound) ÷ ``F_dst/F_src`` — every percentile, since one positive factor keeps the order of
+the requests — and E2E = TTFT + TPOT x (output tokens - 1), of the means only (a percentile of a sum is not
+the sum of its parts' percentiles, so E2E percentiles are not estimated).
 Power on the target = the target's TDP x the fraction of TDP the source drew (when measured), else its TDP.
 """
 
@@ -22,7 +26,18 @@ from gpuledger.cost.runcost import RunCost, cost_of_run
 from gpuledger.cost.runview import DeviceView, gpu_devices
 from gpuledger.cost.tokens import prefill_share_of
 from gpuledger.errors import InvalidInputError, NotFoundError
-from gpuledger.records import DoctorRunRecord, Latency, RunInfo, RunSummary, TextGenerationSummary
+from gpuledger.records import (
+    DoctorRunRecord,
+    Latency,
+    PublishedSummary,
+    RunInfo,
+    RunSummary,
+    TextGenerationSummary,
+)
+
+# The statistics of a latency block that one positive factor scales (percentiles keep the requests' order).
+LATENCY_STATS: tuple[str, ...] = ("mean", "p50", "p90", "p95", "p99", "std", "min", "max")
+SHOWN_STATS: tuple[str, ...] = ("mean", "p50", "p90", "p95", "p99")
 
 
 def run_dtype(run: RunInfo) -> str | None:
@@ -43,6 +58,7 @@ class Estimate:
     efficiency: Efficiency
     assumptions: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    latency: LatencyEstimate | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -59,11 +75,118 @@ class Estimate:
             "measured_throughput": {
                 key: self.measured_summary.rate(u) for u, key in self.measured_summary.rate_keys()
             },
+            "latency": self.latency.to_dict() if self.latency is not None else {
+                "reason": "the run's work has no per-request latencies to carry (not text generation)"
+            },
             "efficiency": self.efficiency.to_dict(),
             "cost": self.cost.to_dict(),
             "assumptions": self.assumptions,
             "warnings": self.warnings,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class ScaledLatency:
+    """One latency metric on the target: the measured figures, the estimated ones, and how."""
+
+    name: str  # "ttft_ms" | "tpot_ms" | "itl_ms" | "e2e_ms"
+    measured: Latency
+    estimated: Latency
+    how: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "unit": "ms",
+            "estimated": {k: self.estimated.get(k) for k in SHOWN_STATS},
+            "measured": {k: self.measured.get(k) for k in SHOWN_STATS},
+            "n": self.measured.n,
+            "origin": "estimate",
+            "how": self.how,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyEstimate:
+    """The run's latencies carried to the target from their parts (module docstring)."""
+
+    metrics: tuple[ScaledLatency, ...]
+
+    def get(self, name: str) -> ScaledLatency | None:
+        return next((m for m in self.metrics if m.name == name), None)
+
+    def lines(self) -> list[str]:
+        return [f"{m.name.removesuffix('_ms').upper()} on the target: {m.how}" for m in self.metrics]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {m.name: m.to_dict() for m in self.metrics}
+
+
+def _divided(block: Latency, factor: float) -> Latency:
+    """Every statistic of ``block`` ÷ ``factor`` (> 0), the count kept."""
+    return block.model_copy(update={k: None if (v := block.get(k)) is None else v / factor
+                                    for k in LATENCY_STATS})
+
+
+def scale_latencies(
+    summary: TextGenerationSummary, scale: RooflineScale, target: str
+) -> tuple[TextGenerationSummary, LatencyEstimate]:
+    """``summary`` (already at the target's rates) with its latencies carried to ``target`` from their parts:
+    TPOT and ITL ÷ the bandwidth ratio, TTFT ÷ the compute ratio (every percentile), E2E = TTFT + TPOT x
+    (output tokens - 1) of the means (its percentiles are not estimated)."""
+    br, cr = scale.bandwidth_ratio, scale.compute_ratio
+    every = "every percentile (one factor keeps the requests' order)"
+    decode = f"÷ {br:.4g}, the bandwidth ratio to {target} (decode is memory-bound), {every}"
+    ttft = _divided(summary.ttft_ms, cr)
+    tpot = _divided(summary.tpot_ms, br)
+    itl = _divided(summary.itl_ms, br)
+    mean_out = summary.output_tokens_total / summary.num_ok if summary.num_ok else None
+    e2e_m = summary.e2e_ms
+    no_pct = ("; its percentiles are not estimated (a percentile of a sum is not the sum of its parts' "
+              "percentiles)")
+    if ttft.mean is not None and tpot.mean is not None and mean_out is not None:
+        e2e_mean: float | None = ttft.mean + tpot.mean * max(mean_out - 1.0, 0.0)
+        e2e_how = (f"mean only: TTFT mean {ttft.mean:.4g} ms + TPOT mean {tpot.mean:.4g} ms x (mean output "
+                   f"tokens {mean_out:.6g} - 1) = {e2e_mean:.4g} ms (its parts on {target}){no_pct}")
+    elif e2e_m.mean is not None:
+        e2e_mean = e2e_m.mean / scale.speedup
+        e2e_how = (f"mean only: the measured mean ÷ {scale.speedup:.4g}, the throughput factor (the run has "
+                   f"no TTFT and TPOT to carry it from its parts){no_pct}")
+    else:
+        e2e_mean, e2e_how = None, "the run has no E2E"
+    e2e = Latency(mean=e2e_mean, n=e2e_m.n if e2e_mean is not None else 0)
+    metrics = (
+        ScaledLatency("ttft_ms", summary.ttft_ms, ttft,
+                      f"measured ÷ {cr:.4g}, the compute ratio to {target} (prefill is compute-bound; "
+                      f"queueing in the TTFT is scaled alike), {every}"),
+        ScaledLatency("tpot_ms", summary.tpot_ms, tpot, f"measured {decode}"),
+        ScaledLatency("itl_ms", summary.itl_ms, itl, f"measured {decode}"),
+        ScaledLatency("e2e_ms", e2e_m, e2e, e2e_how),
+    )
+    scaled = summary.model_copy(update={"ttft_ms": ttft, "tpot_ms": tpot, "itl_ms": itl, "e2e_ms": e2e})
+    return scaled, LatencyEstimate(metrics)
+
+
+def scale_published_latencies(
+    summary: PublishedSummary, scale: RooflineScale, target: str
+) -> tuple[PublishedSummary, list[str]]:
+    """A published point's TTFT ÷ the compute ratio, TPOT ÷ the bandwidth ratio and tokens/s per user x the
+    bandwidth ratio on ``target`` (its figures are single values, not percentiles)."""
+    br, cr = scale.bandwidth_ratio, scale.compute_ratio
+    update: dict[str, Any] = {}
+    lines = []
+    if summary.ttft_ms is not None:
+        update["ttft_ms"] = summary.ttft_ms / cr
+        lines.append(f"TTFT on the target: the published {summary.ttft_ms:g} ms ÷ {cr:.4g}, the compute "
+                     f"ratio to {target} (prefill is compute-bound)")
+    if summary.tpot_ms is not None:
+        update["tpot_ms"] = summary.tpot_ms / br
+        lines.append(f"TPOT on the target: the published {summary.tpot_ms:g} ms ÷ {br:.4g}, the bandwidth "
+                     f"ratio to {target} (decode is memory-bound)")
+    if summary.tokens_per_s_per_user is not None:
+        update["tokens_per_s_per_user"] = summary.tokens_per_s_per_user * br
+        lines.append(f"tok/s per user on the target: the published {summary.tokens_per_s_per_user:g} x "
+                     f"{br:.4g}, the bandwidth ratio (1 ÷ TPOT)")
+    return summary.model_copy(update=update), lines
 
 
 def _target_power(used: list[DeviceView], source: GpuSpec, target: GpuSpec, n: int) -> PowerResolution:
@@ -155,15 +278,13 @@ def estimate_run(
     n = len(used) or (origin.gpus if origin is not None and origin.gpus else 1)
 
     summary = measured.with_window(scale.speedup)
+    latency: LatencyEstimate | None = None
     if isinstance(summary, TextGenerationSummary):
-        ttft, e2e = summary.ttft_ms.mean, summary.e2e_ms.mean
-        if ttft is not None and e2e is not None:
-            summary = summary.model_copy(
-                update={
-                    "ttft_ms": Latency(mean=ttft / scale.compute_ratio),
-                    "e2e_ms": Latency(mean=e2e / scale.speedup),
-                }
-            )
+        summary, latency = scale_latencies(summary, scale, tgt.name)
+        assumptions.extend(latency.lines())
+    elif isinstance(summary, PublishedSummary):
+        summary, lines = scale_published_latencies(summary, scale, tgt.name)
+        assumptions.extend(lines)
     telemetry = [
         {
             "device": f"{tgt.vendor}:{i}",
@@ -210,8 +331,9 @@ def estimate_run(
         )
     measured_eff = run_efficiency(run, measured, catalog=cat)
     # The roofline keeps the measured MBU/MFU on the target: that is what the estimate's price rests on.
+    how = "measured by" if measured_eff.origin == "measured" else f"{measured_eff.provenance()}, of"
     carried = measured_eff.as_estimate(
-        f"estimate: the MBU/MFU measured by run {run.id} on {src.name}, carried to {tgt.name} unchanged "
+        f"estimate: the MBU/MFU {how} run {run.id} on {src.name}, carried to {tgt.name} unchanged "
         "(the roofline's assumption)"
     )
     cost = replace(cost, efficiency=carried)
@@ -226,4 +348,5 @@ def estimate_run(
         measured_eff,
         assumptions,
         warnings + cost.warnings,
+        latency,
     )

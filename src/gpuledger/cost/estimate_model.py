@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpuledger.catalog import Catalog, GpuSpec, load_catalog, normalise_dtype
-from gpuledger.cost.efficiency import Efficiency, model_of, run_efficiency
+from gpuledger.cost.efficiency import DERIVED, Efficiency, model_of, run_efficiency
 from gpuledger.cost.modelarch import ModelArch
 from gpuledger.cost.pointcost import PointCost, price_point
 from gpuledger.cost.presets import gpu_default_profile
@@ -67,7 +67,7 @@ def efficiency_pool(runs: Iterable[RunInfo], catalog: Catalog | None = None) -> 
         if not eff.available or eff.gpu is None:
             continue
         spec = cat.get(eff.gpu)
-        if eff.origin == "published":
+        if eff.origin == DERIVED:  # a published point (shipped, or imported)
             s = run.summary
             key = (run.model, eff.gpu, getattr(s, "input_len", None), getattr(s, "output_len", None),
                    getattr(s, "tokens_per_s_per_user", None), getattr(s, "total_tokens_per_s", None))
@@ -166,6 +166,9 @@ def estimate_model(
         assumptions.append("dtype not given: bf16 (--dtype to choose)")
     warnings = [f"ESTIMATE: {arch.name} on {devices} x {target.name} by a roofline model at "
                 f"{eff.text()}; measure on the real hardware before buying"]
+    floor = point.floor_warning()
+    if floor is not None:
+        warnings.append(floor)
     if not point.memory.fits:
         warnings.append(f"does not fit: {point.memory.reason}")
     if eff.origin == "estimate":

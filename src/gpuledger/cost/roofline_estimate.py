@@ -5,7 +5,10 @@ For ``C`` sequences in flight, each a prompt of ``I`` tokens answered with ``O``
 serving one replica (tensor parallel: the weights and the KV cache split over them):
 
 - a decode step reads ``bytes = weights read + KV cache of C sequences at context I + O/2`` and computes
-  ``C x FLOPs per token``: it takes ``max(bytes / (n x B x MBU), C x FLOPs / (n x F x MFU))``;
+  ``C x FLOPs per token``: it takes ``max(bytes / (n x B x MBU), C x FLOPs / (n x F x MFU), floor)``, where
+  ``floor`` is the per-step overhead floor (``step_floor``): the kernels one decode step runs one after the
+  other, each taking at least the GPU's minimum time per kernel — a model so small that its bytes take less
+  than that is not bandwidth-bound, and its figures say so;
 - a prefill takes ``prefill FLOPs(I) / (n x F x MFU)``;
 - the C slots each run one prefill and O steps per request, the prefills one at a time: output tok/s =
   ``C x O / (O x t_step + C x t_prefill)``; TPOT = ``t_step + (C - 1) x t_prefill / O`` (the others'
@@ -25,7 +28,7 @@ from typing import Any
 
 from gpuledger.catalog import GpuSpec, peak_bandwidth, peak_compute
 from gpuledger.catalog.roofline import TB, USABLE_MEMORY_FRACTION, kv_bytes, kv_cache_bytes, weight_bytes
-from gpuledger.cost.efficiency import Efficiency, FigureOrigin, pct_text
+from gpuledger.cost.efficiency import DERIVED, Efficiency, FigureOrigin, pct_text
 from gpuledger.cost.modelarch import ModelArch
 from gpuledger.errors import InvalidInputError
 
@@ -39,6 +42,49 @@ DEFAULT_LABEL = (
 )
 MAX_CONCURRENCY = 4096
 
+# The per-step overhead floor of a decode step (docs/advise.md, "The roofline"): the kernels of one step run
+# one after the other, and no kernel takes less than the GPU's minimum time per kernel, however few bytes it
+# reads. A stated assumption: a Llama-style decoder layer runs 10 kernels per decode step (input norm, QKV
+# projection, rotary embedding, KV-cache write, attention, output projection, post-attention norm, gate/up
+# projection, activation, down projection), and a step 4 more (embedding lookup, final norm, LM head,
+# sampling). The time per kernel is measured: 80 small kernels replayed as one CUDA graph took 70 µs on the
+# GPU (CUDA.jl documentation, "Graphs", https://cuda.juliagpu.org/dev/usage/graphs/), 0.875 µs each — the
+# launch cost a server's CUDA/HIP graphs leave. The server's own time per step (scheduling, sampling on the
+# CPU) is not counted: the floor is a lower bound.
+KERNELS_PER_LAYER = 10
+KERNELS_PER_STEP = 4
+KERNEL_FLOOR_S = 70e-6 / 80
+FLOOR_SOURCE = (
+    "CUDA.jl documentation, Graphs (https://cuda.juliagpu.org/dev/usage/graphs/): 80 small kernels replayed "
+    "as one CUDA graph in 70 µs, 0.875 µs each"
+)
+FLOOR_BOUND = "per-step overhead floor"
+
+
+@dataclass(frozen=True, slots=True)
+class StepFloor:
+    """The least time one decode step of a model takes, whatever its bytes: its kernels x the minimum time per
+    kernel (an assumption with its source; a lower bound)."""
+
+    seconds: float
+    kernels: int
+    how: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"seconds": self.seconds, "kernels": self.kernels, "seconds_per_kernel": KERNEL_FLOOR_S,
+                "origin": "estimate", "how": self.how, "source": FLOOR_SOURCE}
+
+
+def step_floor(arch: ModelArch) -> StepFloor:
+    """The per-step overhead floor of ``arch``'s decode step (module docstring)."""
+    kernels = arch.layers * KERNELS_PER_LAYER + KERNELS_PER_STEP
+    seconds = kernels * KERNEL_FLOOR_S
+    how = (f"{arch.layers} layers x {KERNELS_PER_LAYER} kernels + {KERNELS_PER_STEP} = {kernels} kernels one "
+           f"after the other, at least {KERNEL_FLOOR_S * 1e6:g} µs each: {seconds * 1e3:.3g} ms (assumed "
+           "kernels per layer; the time per kernel as measured in a CUDA graph; the server's own scheduling "
+           "time is not counted: a lower bound)")
+    return StepFloor(seconds, kernels, how)
+
 
 @dataclass(frozen=True, slots=True)
 class CarriedEfficiency:
@@ -46,7 +92,7 @@ class CarriedEfficiency:
 
     mbu: float
     prefill_mfu: float
-    origin: FigureOrigin  # of the MBU: measured (your runs), published, estimate (the default)
+    origin: FigureOrigin  # of the MBU: measured (your runs), derived from published, estimate (the default)
     label: str
     prefill_origin: FigureOrigin
     prefill_label: str
@@ -91,7 +137,7 @@ def choose_efficiency(
     carried over."""
     tiers: list[tuple[FigureOrigin, str, list[tuple[str, Efficiency]]]] = []
     kinds: tuple[tuple[FigureOrigin, Sequence[tuple[str, Efficiency, str]], str], ...] = (
-        ("measured", own, "your runs"), ("published", published, "published points"),
+        ("measured", own, "your runs"), (DERIVED, published, "published points"),
     )
     for origin, found, what in kinds:
         same = [(i, e) for i, e, _ in found if e.gpu == target.key]
@@ -112,10 +158,13 @@ def choose_efficiency(
 
 
 def _label(origin: FigureOrigin, where: str, ids: list[str], rows: list[tuple[str, Efficiency]]) -> str:
-    shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+    shown = ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
     used = [e for i, e in rows if i in ids]
     models = ", ".join(sorted({e.model for e in used if e.model}))
-    how = used[0].label if origin == "published" else "measured"
+    how = "measured"
+    if origin == DERIVED:
+        premises = sorted({p for e in used for p in e.premises})
+        how = (used[0].label + (f", assuming {', '.join(premises)}" if premises else "")) if used else DERIVED
     return f"median of {len(ids)} of {where} ({shown}; model {models}; {how})"
 
 
@@ -154,7 +203,7 @@ class RooflinePoint:
     workload: Workload
     dtype: str | None
     step_s: float
-    step_bound: str  # "memory bandwidth" | "compute"
+    step_bound: str  # "memory bandwidth" | "compute" | FLOOR_BOUND
     prefill_s: float
     tpot_ms: float
     ttft_ms: float
@@ -164,13 +213,39 @@ class RooflinePoint:
     memory: Memory
     efficiency: CarriedEfficiency
     assumptions: list[str] = field(default_factory=list)
+    memory_bound_s: float = 0.0  # the step's bytes / (n x B x MBU)
+    compute_bound_s: float = 0.0  # the step's FLOPs / (n x F x MFU)
+    floor: StepFloor | None = None
 
     @property
     def total_tokens_per_s(self) -> float:
         return self.output_tokens_per_s + self.input_tokens_per_s
 
+    @property
+    def e2e_ms(self) -> float:
+        """A request's E2E from its parts: TTFT + TPOT x (output tokens - 1)."""
+        return self.ttft_ms + self.tpot_ms * (self.workload.output_len - 1)
+
+    @property
+    def at_floor(self) -> bool:
+        """The decode step is the per-step overhead floor: not bandwidth (nor compute) bound."""
+        return self.step_bound == FLOOR_BOUND
+
+    def floor_warning(self) -> str | None:
+        """What a figure of a step at the floor must say, else None."""
+        if not self.at_floor or self.floor is None:
+            return None
+        return (f"the decode step is at the per-step overhead floor ({self.step_s * 1e3:.3g} ms: "
+                f"{self.floor.how}), not at the roofline's bandwidth bound ({self.memory_bound_s * 1e3:.3g} "
+                "ms): the model is so small that kernel launches, not memory bandwidth, limit its decode — "
+                "TPOT and throughput are bounds, not a roofline figure; bench it")
+
     def to_dict(self) -> dict[str, Any]:
         how = f"roofline at {self.efficiency.text()}"
+        if self.at_floor:
+            how += (f"; the decode step is the per-step overhead floor ({self.step_s * 1e3:.3g} ms), not the "
+                    f"bandwidth bound ({self.memory_bound_s * 1e3:.3g} ms): a lower bound")
+
         def fig(value: float, unit: str) -> dict[str, Any]:
             return {"value": value, "unit": unit, "origin": "estimate", "how": how}
         return {
@@ -186,7 +261,12 @@ class RooflinePoint:
             "tokens_per_s_per_user": fig(self.tokens_per_s_per_user, "tokens/s per user"),
             "tpot_ms": fig(self.tpot_ms, "ms"),
             "ttft_ms": fig(self.ttft_ms, "ms (no queueing: a lower bound)"),
-            "decode_step": {"seconds": self.step_s, "bound": self.step_bound},
+            "e2e_ms": {**fig(self.e2e_ms, "ms (no queueing: a lower bound)"),
+                       "how": f"TTFT + TPOT x (output tokens {self.workload.output_len} - 1); {how}"},
+            "decode_step": {"seconds": self.step_s, "bound": self.step_bound,
+                            "memory_bound_s": self.memory_bound_s, "compute_bound_s": self.compute_bound_s,
+                            "floor": self.floor.to_dict() if self.floor is not None else None,
+                            "warning": self.floor_warning()},
             "prefill_s": self.prefill_s,
             "memory": self.memory.to_dict(),
             "efficiency": self.efficiency.to_dict(),
@@ -237,7 +317,10 @@ def roofline_point(
     step_bytes = arch.read_params_per_step(c) * wb + kv
     t_mem = step_bytes / (devices * bw * TB * eff.mbu)
     t_cmp = c * arch.flops_per_token(context) / (devices * peak.value * TB * eff.prefill_mfu)
-    step = max(t_mem, t_cmp)
+    floor = step_floor(arch)
+    step = max(t_mem, t_cmp, floor.seconds)
+    bound = FLOOR_BOUND if floor.seconds > max(t_mem, t_cmp) else (
+        "memory bandwidth" if t_mem >= t_cmp else "compute")
     prefill = arch.prefill_flops(i) / (devices * peak.value * TB * eff.prefill_mfu)
     out_tps = c * o / (o * step + c * prefill)
     tpot = step + (c - 1) * prefill / o
@@ -247,16 +330,18 @@ def roofline_point(
         f"{bw:g} TB/s and {peak.value:g} TFLOPS ({basis}) per device",
         "every sequence asks the same lengths; prefills run one at a time between decode steps; "
         "no queueing (TTFT is a lower bound)",
+        f"a decode step takes at least the per-step overhead floor: {floor.how}",
     ]
     if arch.moe is not None:
         assumptions.append("experts read per step: the expected distinct experts of the step's tokens under "
                            "uniform routing")
     return RooflinePoint(
         gpu=spec.key, gpu_name=spec.name, devices=devices, workload=workload, dtype=dtype, step_s=step,
-        step_bound="memory bandwidth" if t_mem >= t_cmp else "compute", prefill_s=prefill,
+        step_bound=bound, prefill_s=prefill,
         tpot_ms=tpot * 1000.0, ttft_ms=prefill * 1000.0, output_tokens_per_s=out_tps,
         input_tokens_per_s=out_tps * i / o, tokens_per_s_per_user=1.0 / tpot,
         memory=memory_of(arch, spec, devices, workload, dtype), efficiency=eff, assumptions=assumptions,
+        memory_bound_s=t_mem, compute_bound_s=t_cmp, floor=floor,
     )
 
 

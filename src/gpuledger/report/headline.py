@@ -138,7 +138,9 @@ def cost_answer(
     run = cost.run
     verdict = verdict if verdict is not None else run_verdict(run)
     origin = cost.summary.origin()
-    sub = ([f"rates {origin.label}"] if origin is not None else []) + _other_prices(cost)
+    # An estimate's rates are not the published ones it was scaled from.
+    scaled = "estimated from the rates" if cost.rate_source.startswith("estimate") else "rates"
+    sub = ([f"{scaled} {origin.label}"] if origin is not None else []) + _other_prices(cost)
     if cost.operating_point:
         sub.append(f"at stage {cost.operating_point['stage']} of the sweep")
     facts = [verdict_fact(verdict), *_facts(cost.summary, estimate=cost.rate_source.startswith("estimate"))]
