@@ -16,12 +16,15 @@
       - {target: mi300x, concurrency: 1}
     repeat: 3                   # each cell run 3 times: one group of repeats per cell
     profile: cpu-cloud          # the cost profile of a target that names none (default: the run's hardware)
+    slurm: {partition: gpu}     # where the cells run on Slurm (--backend slurm) or Kubernetes (--emit
+    kubernetes: {image: ...}    # k8s): bench.matrix_sections
 
 The plan is validated whole before anything runs (pydantic, unknown keys refused with the closest name):
 every cell's bench spec is built here, so a bad value is refused naming the cell. A cell's key is its axis
 values in the plan's order, ``target=h100,concurrency=8``; with the matrix id and the repeat it is the cell's
 natural key in the store (``store.matrix``). A cell's load level is its key without the target (the
-cheapest target per load level is read across it).
+cheapest target per load level is read across it). The plan's digest (what ``--resume`` compares) leaves
+out the ``slurm:`` and ``kubernetes:`` sections: they say where the cells run, not what they measure.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import itertools
 import json
 import math
 import re
+import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +45,7 @@ from urllib.parse import quote
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from gpuledger.bench.flags import server_spec
+from gpuledger.bench.matrix_sections import KubernetesSection, SlurmSection
 from gpuledger.bench.metrics import parse_slo
 from gpuledger.bench.workers import check_workers
 from gpuledger.catalog.catalog import read_yaml_mapping
@@ -88,6 +93,8 @@ class BenchSettings(BaseModel):
 
 
 SETTINGS: tuple[str, ...] = tuple(BenchSettings.model_fields)
+# The plan's sections that say where the cells run (not part of the plan's digest).
+BACKEND_SECTIONS = ("slurm", "kubernetes")
 # The plan's names for the settings that ``server_document`` names otherwise.
 _DOCUMENT_NAMES = {"duration": "duration_s", "telemetry_interval": "telemetry_interval_s",
                    "server_metrics_interval": "server_metrics_interval_s",
@@ -156,6 +163,8 @@ class MatrixPlan(BaseModel):
     exclude: list[dict[str, Any]] = Field(default_factory=list)
     repeat: int = Field(default=1, ge=1, le=MAX_REPEAT)
     profile: str | None = None
+    slurm: SlurmSection | None = None
+    kubernetes: KubernetesSection | None = None
 
     @model_validator(mode="after")
     def _axes(self) -> Self:
@@ -163,6 +172,13 @@ class MatrixPlan(BaseModel):
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             raise ValueError(f"matrix.target: two targets are called {twice[0]!r}: give each its own name:")
+        for section in BACKEND_SECTIONS:
+            block = getattr(self, section)
+            for name in block.targets if block is not None else ():
+                if name not in names:
+                    near = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
+                    close = f" (did you mean {near[0]!r}?)" if near else ""
+                    raise ValueError(f"{section}.targets: {name[:64]!r} is not a target of the matrix{close}")
         for axis, values in self.axes().items():
             if not values:
                 raise ValueError(f"matrix.{axis}: an axis needs at least one value")
@@ -279,16 +295,35 @@ class LoadedPlan:
 
 
 def _fields_at(loc: Sequence[Any]) -> list[str]:
-    """The keys allowed where a validation error points (for the closest-name hint)."""
+    """The keys allowed where a validation error points (for the closest-name hint): the model the path
+    leads to, through nested models, lists and mappings of them."""
     model: type[BaseModel] = MatrixPlan
-    nested: dict[str, type[BaseModel]] = {"bench": BenchSettings, "matrix": Axes, "target": Target}
-    for part in loc[:-1]:
-        if isinstance(part, int):
-            continue
-        if str(part) not in model.model_fields:
+    parts = list(loc[:-1])
+    while parts:
+        part = parts.pop(0)
+        field = model.model_fields.get(str(part))
+        if field is None:
             return []
-        model = nested.get(str(part), model)
+        inner = _model_in(field.annotation)
+        if inner is None:
+            return []
+        model, keyed = inner
+        if keyed and parts:  # a list index or a mapping's key: the model is its value
+            parts.pop(0)
     return list(model.model_fields)
+
+
+def _model_in(annotation: Any) -> tuple[type[BaseModel], bool] | None:
+    """The model a field holds (itself, optional, or as the items of a list / values of a dict) and
+    whether it is held in a list or dict."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation, False
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            keyed = typing.get_origin(annotation) in (list, dict)
+            return found[0], found[1] or keyed
+    return None
 
 
 def _problem(exc: ValidationError, where: str) -> InvalidInputError:
@@ -379,9 +414,23 @@ def parse_plan(doc: Mapping[str, Any], where: str, base_dir: Path) -> LoadedPlan
         cells.append(cell)
     if not cells:
         raise InvalidInputError(f"{where}: the exclude rules leave no cell to run")
-    canonical = json.dumps(plan.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-    digest = "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
-    return LoadedPlan(plan, cells, digest, where, excluded, plan.model_dump(mode="json"))
+    return LoadedPlan(plan, cells, plan_digest(plan), where, excluded, plan_document(plan))
+
+
+def plan_document(plan: MatrixPlan) -> dict[str, Any]:
+    """The plan as the store keeps it (the backend sections only when given)."""
+    doc = plan.model_dump(mode="json")
+    for section in BACKEND_SECTIONS:
+        if doc.get(section) is None:
+            doc.pop(section, None)
+    return doc
+
+
+def plan_digest(plan: MatrixPlan) -> str:
+    """What ``--resume`` compares: the plan's cells, settings and repeats, not where they run."""
+    doc = plan.model_dump(mode="json", exclude=set(BACKEND_SECTIONS))
+    canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def load_plan(path: Path) -> LoadedPlan:

@@ -14,11 +14,20 @@ group: ``cost GROUP``), and records how it ended (``finish_cell``):
   which a watcher thread here polls every ``STOP_POLL_S``, stops the run as SIGINT would).
 
 Anything else (a bug) is recorded as ``failed`` with its type and message, then raised.
+
+Secrets stay out of what a task carries when it crosses to another process through a file (a Slurm
+task's pickle, a Kubernetes ConfigMap): the store URL and a target URL are carried redacted, and
+``db_env`` / ``url_env`` name the environment variables that hold them where the cell runs (sbatch exports
+the submitting environment; a pod has them from its Secret). ``from_environment`` puts them back, each
+checked to be the URL the task names (the same URL with its secrets).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import os
+import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -27,15 +36,28 @@ from typing import Any
 
 from gpuledger.bench.cluster import current_node
 from gpuledger.bench.runner import Fingerprint, Hooks, run_bench_async
-from gpuledger.errors import GpuledgerError, Interrupted
+from gpuledger.errors import GpuledgerError, Interrupted, InvalidInputError, StoreError
 from gpuledger.records import RunInfo, load_spec
 from gpuledger.store import Store, open_store
 from gpuledger.store.matrix import CellStatus
+from gpuledger.urls import REDACTED, redact_url
 
 STOP_POLL_S = 1.0
 STOP_SIGNAL = "matrix stop"
 MATRIX_KEY = "matrix"
 REPEAT_KEY = "repeat"  # the same workload key as bench --repeat's groups (cost.groups.REPEAT_KEY)
+DB_ENV = "GPULEDGER_MATRIX_DB"
+URL_ENV_PREFIX = "GPULEDGER_MATRIX_URL_"
+
+
+def url_env_name(target: str) -> str:
+    """The variable that holds a target's base URL, secrets included, where its cells run."""
+    return URL_ENV_PREFIX + (re.sub(r"[^A-Z0-9]+", "_", target.upper()).strip("_") or "TARGET")[:64]
+
+
+def has_secret(url: str) -> bool:
+    """Whether ``url`` carries something ``redact_url`` hides (a password, a token parameter)."""
+    return redact_url(url) != url
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +74,36 @@ class CellTask:
     spec: dict[str, Any]
     telemetry_from: tuple[str, ...] = ()
     workers: int = 1
+    db_env: str | None = None
+    url_env: str | None = None
+
+
+def from_environment(task: CellTask, env: Mapping[str, str] | None = None) -> CellTask:
+    """``task`` with the store URL and its target's base URL taken from ``db_env`` / ``url_env`` when the
+    environment has them (each must be the URL the task carries, secrets aside); a task carrying a
+    redacted URL whose variable is not set cannot run: ``StoreError`` / ``InvalidInputError`` saying so."""
+    env = os.environ if env is None else env
+    db, spec = task.db, task.spec
+    if task.db_env is not None:
+        given = env.get(task.db_env, "").strip()
+        if given and redact_url(given) != redact_url(task.db):
+            raise StoreError(f"${task.db_env} is another store than the matrix's ({redact_url(task.db)})")
+        if not given and REDACTED in task.db:
+            raise StoreError(f"the store's password did not reach this cell: ${task.db_env} is not set "
+                             f"here (store {task.db})", hint="sbatch must export the submitting environment "
+                             "(no --export=NONE); a pod has it from its Secret")
+        db = given or task.db
+    base = spec.get("base_url")
+    if task.url_env is not None and isinstance(base, str):
+        given = env.get(task.url_env, "").strip()
+        if given and redact_url(given) != base:
+            raise InvalidInputError(f"${task.url_env} is another server than the cell's ({base})")
+        if not given and REDACTED in base:
+            raise InvalidInputError(f"the server URL's credentials did not reach this cell: ${task.url_env} "
+                                    f"is not set here ({base})")
+        if given:
+            spec = {**spec, "base_url": given}
+    return dataclasses.replace(task, db=db, spec=spec)
 
 
 def outcome(task: CellTask, status: str, *, run_id: str | None = None, reason: str | None = None,
@@ -125,6 +177,7 @@ def _workload(task: CellTask) -> Mapping[str, Any]:
 def execute_cell(task: CellTask, environment: Fingerprint | None = None,
                  telemetry_root: Path = Path("/")) -> dict[str, Any]:
     """Run one cell at one repeat into the store (the module docstring says what is recorded)."""
+    task = from_environment(task)
     store = open_store(task.db)
     try:
         return _execute(store, task, environment, telemetry_root)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from gpuledger.errors import InvalidInputError, NotFoundError
+from gpuledger.errors import InvalidInputError, NotFoundError, StoreError
 from gpuledger.store.ids import new_run_id
 from gpuledger.store.models import cost_evaluations, matrices, matrix_cells, requests, runs, telemetry
 
@@ -142,6 +142,31 @@ class MatrixCells:
                      "attempts": 0, "params": dict(params), "updated_at": now}
                     for key, repeat, params in cells
                 ])
+
+    def ensure_matrix(
+        self, matrix_id: str, plan: Mapping[str, Any], digest: str,
+        cells: Sequence[tuple[str, int, Mapping[str, Any]]],
+    ) -> bool:
+        """``create_matrix`` unless matrix ``matrix_id`` is there already (another process — a pod of the
+        same Job — created it, maybe at this very moment); returns whether this call created it. A matrix
+        of that id started with another plan is ``InvalidInputError``."""
+        for attempt in range(2):
+            with self._tx("reading a matrix") as conn:
+                digest_now = conn.execute(sa.select(matrices.c.plan_digest)
+                                          .where(matrices.c.id == matrix_id)).scalar()
+            if digest_now is not None:
+                if digest_now != digest:
+                    raise InvalidInputError(f"matrix {matrix_id} in {self.url} was started with another plan "
+                                            f"({digest_now[:19]}…, this plan is {digest[:19]}…)")
+                return False
+            try:
+                self.create_matrix(matrix_id, plan, digest, cells)
+            except (InvalidInputError, StoreError):
+                if attempt:  # not the race with another creator: the store's own answer
+                    raise
+                continue  # created by another process between the read and the write: read it again
+            return True
+        return False
 
     def _matrix_id(self, conn: Connection, id_or_prefix: str) -> str:
         key = id_or_prefix.strip().lower()
