@@ -89,9 +89,10 @@ def advise_cmd(
     ] = None,
     profile_tier: Annotated[
         str,
-        typer.Option("--profile-tier", help="default (each GPU's -own, else -rent preset), own, rent, "
-                     "hyperscaler, neocloud, rental (InferenceX tiers)."),
-    ] = "default",
+        typer.Option("--profile-tier", help="The one pricing basis of the ranking: own (the default: each "
+                     "GPU's -own preset), rent (-rent presets), hyperscaler, neocloud, rental (InferenceX "
+                     "tiers). A GPU without a preset of it is not ranked."),
+    ] = "own",
     profile: Annotated[
         list[str] | None, typer.Option("--profile", help="GPU=PROFILE: your preset or YAML file for one GPU.")
     ] = None,

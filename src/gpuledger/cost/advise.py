@@ -8,8 +8,10 @@ For each candidate GPU and each deployment size (1, 2, 4, 8 GPUs serving one rep
    that vendor's GPUs, else the publisher's points of this model, GPU and lengths interpolated along their
    Pareto front, else the roofline at the efficiency chain of ``CarriedEfficiency`` (your runs of any model
    → published points of the GPU → gpuledger's default);
-3. cost per 1M output tokens at your TCO: the profile of the tier you choose (or your file per GPU), with
-   the setup labour of the vendor (stated, doctor ledger, or the seed essay's example — labelled);
+3. cost per 1M output tokens at your TCO on ONE pricing basis for the whole ranking (``--profile-tier``:
+   owned by default, rented, or an InferenceX tier; a GPU with no preset of that basis is not ranked, with
+   the reason — never priced on another basis), or your file per GPU (its basis said in its row), with the
+   setup labour of the vendor (stated, doctor ledger, or the seed essay's example — labelled);
 
 then each GPU's smallest deployment that serves the workload (more GPUs would be replicas of it) is ranked
 by that cost, and the essay's criteria
@@ -29,7 +31,7 @@ from gpuledger.cost.advise_published import interpolate, points_for
 from gpuledger.cost.estimate_model import EfficiencyPool
 from gpuledger.cost.modelarch import ModelArch
 from gpuledger.cost.pointcost import PointCost, price_point
-from gpuledger.cost.presets import TIERS, builtin_presets, gpu_default_profile, tier_name
+from gpuledger.cost.presets import TIER_WORDS, TIERS, builtin_presets, tier_name
 from gpuledger.cost.profile import CostProfile
 from gpuledger.cost.roofline_estimate import (
     Memory,
@@ -39,11 +41,42 @@ from gpuledger.cost.roofline_estimate import (
     memory_of,
 )
 from gpuledger.cost.setup_hours import WORKDAY_HOURS, SetupHours, setup_hours_for
-from gpuledger.errors import GpuledgerError, InvalidInputError, UsageError
+from gpuledger.errors import InvalidInputError, UsageError
 from gpuledger.records import DoctorRunRecord, RunInfo
 
 GPU_COUNTS: tuple[int, ...] = (1, 2, 4, 8)
-PROFILE_TIERS: tuple[str, ...] = ("default", "own", "rent", *TIERS)
+# One pricing basis per ranking (docs/advise.md, "Cost at your TCO"): every GPU owned, every GPU rented, or
+# every GPU at one InferenceX tier. Owned is the default.
+PROFILE_TIERS: tuple[str, ...] = ("own", "rent", *TIERS)
+DEFAULT_TIER = "own"
+BASIS_WORDS: dict[str, str] = {
+    "own": "owned: each GPU's -own preset (its purchase price amortised, energy at the catalog TDP)",
+    "rent": "rented: each GPU's -rent preset (a typical on-demand $/GPU-hour, energy included)",
+    **{t: f"at SemiAnalysis InferenceX's {t} tier: each GPU's -inferencex-{t} preset ($/GPU-hour all-in, "
+          f"{TIER_WORDS[t]})" for t in TIERS},
+}
+BASIS_SHORT: dict[str, str] = {"own": "owned", "rent": "rented", **{t: f"InferenceX {t}" for t in TIERS}}
+_MISSING_PRICE: dict[str, str] = {
+    "own": "no purchase price", "rent": "no on-demand rental rate",
+    **{t: f"no InferenceX {t} price" for t in TIERS},
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PricingBasis:
+    """How one GPU's row is priced: the ranking's basis (a preset of the tier) or your own profile."""
+
+    key: str  # "own" | "rent" | an InferenceX tier
+    text: str
+    profile: str | None  # the profile's name (None: not priced)
+    yours: bool = False  # your --profile for this GPU
+
+    @property
+    def short(self) -> str:
+        return BASIS_SHORT[self.key] + (" (your profile)" if self.yours else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"basis": self.key, "text": self.text, "profile": self.profile, "yours": self.yours}
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +91,7 @@ class Request:
     concurrency: int | None = None  # sequences in flight, fixed
     dtype: str | None = None
     gpus: tuple[str, ...] = ()
-    tier: str = "default"
+    tier: str = DEFAULT_TIER
     profiles: Mapping[str, CostProfile] = field(default_factory=dict)  # catalog key -> profile
     setup_hours: Mapping[str, float] | None = None
     answers: Answers = field(default_factory=Answers)
@@ -87,7 +120,7 @@ class Option:
     spec: GpuSpec
     devices: int
     memory: Memory
-    origin: str  # of the throughput: "estimate" | "published"
+    origin: str  # of the throughput: "estimate" | "published" | "derived from published"
     how: str
     tokens_per_s_per_user: float | None = None
     output_tokens_per_s: float | None = None  # all devices
@@ -121,6 +154,7 @@ class Row:
     options: tuple[Priced, ...]
     status: str  # "ranked" | why not
     why: tuple[str, ...]
+    basis: PricingBasis
 
     def to_dict(self, currency: str) -> dict[str, Any]:
         best = self.best
@@ -130,6 +164,7 @@ class Row:
             "name": self.spec.name,
             "vendor": self.spec.vendor,
             "status": self.status,
+            "pricing_basis": self.basis.to_dict(),
             "best": _priced_dict(best) if best is not None else None,
             "options": [_priced_dict(p) for p in self.options],
             "why": list(self.why),
@@ -175,6 +210,15 @@ class Advice:
     def ranked(self) -> list[Row]:
         return [r for r in self.rows if r.rank is not None]
 
+    @property
+    def mixed_basis(self) -> bool:
+        """The ranked rows are not all on the ranking's basis (your --profile of another): each row says its
+        own."""
+        return len({r.basis.short for r in self.ranked}) > 1
+
+    def basis_text(self) -> str:
+        return basis_text(self.request)
+
     def to_dict(self) -> dict[str, Any]:
         rq = self.request
         a = rq.arch
@@ -186,6 +230,11 @@ class Advice:
                          "tokens_per_s_per_user": rq.interactivity, "ttft_ms": rq.ttft_ms,
                          "concurrency": rq.concurrency, "dtype": rq.kind},
             "profile_tier": rq.tier,
+            "pricing_basis": {"basis": rq.tier, "default": DEFAULT_TIER, "text": self.basis_text(),
+                              "mixed": self.mixed_basis,
+                              "rule": "one basis for the whole ranking: a GPU without a preset of it is not "
+                                      "ranked (never priced on another basis); a GPU you gave --profile is "
+                                      "priced with it, its basis in its row"},
             "currency": self.currency,
             "ranking": [r.to_dict(self.currency) for r in self.rows],
             "baseline_order": list(self.baseline),
@@ -230,19 +279,43 @@ def candidates(rq: Request, catalog: Catalog) -> list[GpuSpec]:
             and s.device_figure("fp16_tflops").available and s.device_figure("memory_gb").available]
 
 
+def basis_text(rq: Request) -> str:
+    """The ranking's pricing basis in words, saying when it is the default."""
+    default = " (the default; --profile-tier to choose)" if rq.tier == DEFAULT_TIER else ""
+    return f"{BASIS_WORDS[rq.tier]} — one basis for every GPU{default}"
+
+
+def preset_name(key: str, tier: str) -> str:
+    """The preset of GPU ``key`` on basis ``tier``: ``b200-own``, ``b200-rent``, ``b200-inferencex-rental``,
+    ..."""
+    found = next((t for t in TIERS if t == tier), None)
+    return tier_name(key, found) if found is not None else f"{key}-{tier}"
+
+
 def profile_for(rq: Request, spec: GpuSpec, presets: Mapping[str, CostProfile]) -> CostProfile | str:
-    """The profile a GPU is priced with, or why it has none."""
+    """The profile a GPU is priced with — yours, else the preset of the ranking's basis — or why it has none
+    (a GPU without a preset of the basis is never priced on another)."""
     if spec.key in rq.profiles:
         return rq.profiles[spec.key]
-    if rq.tier == "default":
-        try:
-            return gpu_default_profile(spec)
-        except GpuledgerError as exc:
-            return exc.message
-    tier = next((t for t in TIERS if t == rq.tier), None)
-    name = tier_name(spec.key, tier) if tier is not None else f"{spec.key}-{rq.tier}"
+    name = preset_name(spec.key, rq.tier)
     found = presets.get(name)
-    return found if found is not None else f"no {name} preset (the catalog has no such price for {spec.name})"
+    if found is not None:
+        return found
+    others = [t for t in PROFILE_TIERS if t != rq.tier and preset_name(spec.key, t) in presets]
+    hint = f"--profile-tier {' or '.join(others)}, or " if others else ""
+    return (f"no {name} preset: the catalog has {_MISSING_PRICE[rq.tier]} for {spec.name}, so it is not "
+            f"priced {BASIS_SHORT[rq.tier]} (never on another basis; {hint}--profile {spec.key}=FILE)")
+
+
+def basis_for(rq: Request, spec: GpuSpec, profile: CostProfile | str) -> PricingBasis:
+    """The pricing basis of ``spec``'s row."""
+    if isinstance(profile, CostProfile) and spec.key in rq.profiles:
+        key = "own" if profile.mode == "ownership" else "rent"
+        words = "owned" if key == "own" else "rented"
+        return PricingBasis(key, f"{words}: your profile {profile.name or '(unnamed)'} for {spec.name}",
+                            profile.name, True)
+    return PricingBasis(rq.tier, BASIS_WORDS[rq.tier],
+                        profile.name if isinstance(profile, CostProfile) else None)
 
 
 # ---- throughput of one deployment ----------------------------------------------------------------
@@ -263,13 +336,16 @@ def evaluate(rq: Request, spec: GpuSpec, devices: int, pool: EfficiencyPool,
                 conc = max(1, math.ceil(out / found.tokens_per_s_per_user))
                 mem = memory_of(arch, spec, devices, Workload(i, o, conc), rq.kind)
                 problem = None if mem.fits else f"does not fit: {mem.reason}"
-                return Option(spec, devices, mem, "published", found.how, found.tokens_per_s_per_user, out,
+                return Option(spec, devices, mem, found.origin, found.how, found.tokens_per_s_per_user, out,
                               total, conc, None, problem)
         eff = pool.carried(spec)
         source = f"roofline at {eff.text()}: MBU {eff.label}"
     point = best_at_interactivity(arch, spec, devices, i, o, rq.kind, eff,
                                   min_tokens_per_s_per_user=rq.interactivity, max_ttft_ms=rq.ttft_ms,
                                   concurrency=rq.concurrency)
+    if point is not None and point.at_floor:
+        source += (f"; the decode step is the per-step overhead floor ({point.step_s * 1e3:.3g} ms), not the "
+                   f"bandwidth bound ({point.memory_bound_s * 1e3:.3g} ms): the throughput is an upper bound")
     if point is None:
         one = memory_of(arch, spec, devices, Workload(i, o, 1), rq.kind)
         if not one.fits:
@@ -307,7 +383,7 @@ def _price(option: Option, profile: CostProfile | str, setup: SetupHours) -> Pri
 
 
 def _rows(options: Mapping[str, list[Option]], profiles: Mapping[str, CostProfile | str],
-          specs: Sequence[GpuSpec], state: _State) -> list[Row]:
+          specs: Sequence[GpuSpec], state: _State, bases: Mapping[str, PricingBasis]) -> list[Row]:
     rows: list[Row] = []
     for spec in specs:
         profile = profiles[spec.key]
@@ -333,7 +409,7 @@ def _rows(options: Mapping[str, list[Option]], profiles: Mapping[str, CostProfil
             status = "no deployment of 1-8 GPUs serves the workload"
             why_lines = tuple(f"{p.option.devices} GPU(s): {p.option.problem}"
                               for p in priced if p.option.problem)
-        rows.append(Row(spec, None, best, tuple(priced), status, why_lines))
+        rows.append(Row(spec, None, best, tuple(priced), status, why_lines, bases[spec.key]))
     ranked = sorted((r for r in rows if r.best is not None), key=lambda r: r.best.per_1m if r.best else 0.0)
     order = {r.spec.key: n for n, r in enumerate(ranked, start=1)}
     out = [replace(r, rank=order.get(r.spec.key)) for r in rows]
@@ -443,6 +519,7 @@ def advise(
         raise InvalidInputError("no candidate GPU: none in the catalog has the figures the roofline needs")
     presets = builtin_presets(cat)
     profiles = {s.key: profile_for(rq, s, presets) for s in specs}
+    bases = {s.key: basis_for(rq, s, profiles[s.key]) for s in specs}
     currencies = {p.currency for p in profiles.values() if not isinstance(p, str)}
     if len(currencies) > 1:
         raise InvalidInputError(
@@ -451,7 +528,7 @@ def advise(
     options = {s.key: [evaluate(rq, s, n, pool, published) for n in rq.gpu_counts] for s in specs}
     vendors = {s.vendor for s in specs} | {"nvidia", "amd"}
     state = _State({v: setup_hours_for(v, rq.setup_hours, doctor_records) for v in vendors}, {})
-    rows = _rows(options, profiles, specs, state)
+    rows = _rows(options, profiles, specs, state, bases)
     baseline = tuple(r.spec.key for r in rows if r.rank is not None)
     effects = []
     given = rq.answers.model_dump(exclude_none=True)
@@ -459,7 +536,7 @@ def advise(
         if key not in given:
             continue
         effect = _apply(key, rq.answers, rq, specs, state, profiles)
-        after = _rows(options, profiles, specs, state)
+        after = _rows(options, profiles, specs, state, bases)
         effects.append(Effect(key, str(given[key]), effect, _moved(rows, after)))
         rows = after
     assumptions = (
@@ -467,6 +544,8 @@ def advise(
         "roofline or the published points say (docs/advise.md)",
         "ranked by the cost per 1M output tokens of each GPU's smallest deployment that serves the workload "
         "(a larger one is replicas of it: the same cost per token)",
+        f"pricing basis: {basis_text(rq)}; a GPU without a preset of that basis is not ranked "
+        "(never priced on another basis)",
     )
     return Advice(rq, tuple(rows), baseline, tuple(effects),
                   tuple(k for k in QUESTIONS if k not in given), assumptions,

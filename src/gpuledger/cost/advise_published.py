@@ -21,6 +21,7 @@ class FrontPoint:
     output_tokens_per_s_per_gpu: float
     total_tokens_per_s_per_gpu: float
     label: str  # "published by SOURCE (DATE), not measured here"
+    output_published: bool = True  # the publisher gave the output rate (else gpuledger derived it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +31,13 @@ class Interpolated:
     tokens_per_s_per_user: float
     between: tuple[FrontPoint, FrontPoint]
     how: str
+    exact: bool = False  # at a published point whose output rate was published: no arithmetic of ours
+
+    @property
+    def origin(self) -> str:
+        """"published" at a point as published; "derived from published" between points (interpolated) or
+        where the output rate was derived from another published rate."""
+        return "published" if self.exact else "derived from published"
 
 
 def points_for(
@@ -55,7 +63,8 @@ def points_for(
             continue
         seen.add(key)
         out.append(FrontPoint(run.id, s.tokens_per_s_per_user, s.output_tokens_per_s / s.gpus,
-                              s.total_tokens_per_s / s.gpus, s.origin().label))
+                              s.total_tokens_per_s / s.gpus, s.origin().label,
+                              "output_tokens_per_s" in s.published_rates))
     return out
 
 
@@ -86,11 +95,15 @@ def interpolate(points: Sequence[FrontPoint], tokens_per_s_per_user: float) -> I
             t = 0.0 if span == 0 else (u - a.tokens_per_s_per_user) / span
             out = _between(a.output_tokens_per_s_per_gpu, b.output_tokens_per_s_per_gpu, t)
             total = _between(a.total_tokens_per_s_per_gpu, b.total_tokens_per_s_per_gpu, t)
-            how = (f"interpolated along the published Pareto front between {a.tokens_per_s_per_user:g} and "
-                   f"{b.tokens_per_s_per_user:g} tok/s/user ({a.label})")
-            if span == 0:
-                how = f"the published point at {a.tokens_per_s_per_user:g} tok/s/user ({a.label})"
-            return Interpolated(out, total, u, (a, b), how)
+            how = (f"derived from published: interpolated along the published Pareto front between "
+                   f"{a.tokens_per_s_per_user:g} and {b.tokens_per_s_per_user:g} tok/s/user ({a.label})")
+            at = a if t == 0.0 else b if t == 1.0 else None
+            if at is not None:
+                rate = "" if at.output_published else (
+                    "; its output rate derived from the published total rate")
+                how = f"the published point at {at.tokens_per_s_per_user:g} tok/s/user ({at.label}{rate})"
+            exact = at is not None and at.output_published
+            return Interpolated(out, total, u, (a, b), how, exact)
     return "no published point brackets this interactivity"
 
 

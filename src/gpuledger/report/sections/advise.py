@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from gpuledger.cost.advise import Advice, Row
+from gpuledger.cost.advise import BASIS_SHORT, Advice, Row
 from gpuledger.report import fmt
 from gpuledger.report.model import Answer, Figure, ReportData, Section, Series, Table
 
@@ -23,8 +23,15 @@ def workload_text(advice: Advice) -> str:
         want.append(f"TTFT ≤ {fmt.num(rq.ttft_ms)} ms")
     if rq.concurrency is not None:
         want.append(f"{rq.concurrency} in flight")
-    return (f"{rq.input_len} in / {rq.output_len} out tokens, {', '.join(want)}, {rq.kind}, "
-            f"profile tier {rq.tier}")
+    return f"{rq.input_len} in / {rq.output_len} out tokens, {', '.join(want)}, {rq.kind}"
+
+
+def basis_fact(advice: Advice) -> str:
+    """How the ranking is priced: one basis for every GPU, or (your profiles of another) each row's own."""
+    text = advice.basis_text()
+    if advice.mixed_basis:
+        text += "; some GPUs are priced with your own profile on another basis: each row says its own"
+    return text
 
 
 def _origin(row: Row) -> str:
@@ -45,18 +52,21 @@ def advice_answer(advice: Advice) -> Answer:
     best = top.best
     assert best is not None and best.cost is not None
     o = best.option
+    priced = "estimate" if o.origin == "estimate" else f"{o.origin} rate, priced here"
     headline = (f"{o.devices} x {top.spec.name}: {fmt.num(best.per_1m)} {cur} per 1M output tokens "
-                f"({'estimate' if o.origin == 'estimate' else 'published rate, priced here'})")
+                f"({priced}; {top.basis.short})")
     sub = ""
     if len(ranked) > 1 and ranked[1].best is not None:
         nxt = ranked[1].best
+        basis = f"; {ranked[1].basis.short}" if advice.mixed_basis else ""
         sub = (f"next: {nxt.option.devices} x {ranked[1].spec.name} at {fmt.num(nxt.per_1m)} {cur} "
-               f"({fmt.num(nxt.per_1m / best.per_1m)}x)")
+               f"({fmt.num(nxt.per_1m / best.per_1m)}x{basis})")
     facts = [
         ("workload", workload_text(advice)),
         ("throughput", f"{fmt.num(o.output_tokens_per_s)} output tok/s on {o.devices} GPU(s), "
                        f"{fmt.num(o.tokens_per_s_per_user)} tok/s per user ({o.origin}) — {o.how}"),
         ("setup labour", f"{fmt.num(best.setup.hours)} h ({best.setup.origin}) — {best.setup.source}"),
+        ("priced as", basis_fact(advice)),
         ("profile", f"{best.cost.profile.name or '(unnamed)'} ({best.cost.profile.mode}, {cur})"),
         ("criteria", ", ".join(f"{e.key}={e.answer}" for e in advice.effects) or
          f"none answered ({len(advice.unanswered)} questions below)"),
@@ -66,7 +76,10 @@ def advice_answer(advice: Advice) -> Answer:
 
 
 def ranking_table(advice: Advice) -> Table:
+    """The ranked GPUs. One pricing basis for all is said in the title; when your profiles put some on
+    another, a "priced as" column says each row's."""
     cur = advice.currency
+    mixed = advice.mixed_basis
     rows = []
     for r in advice.rows:
         b = r.best
@@ -75,17 +88,23 @@ def ranking_table(advice: Advice) -> Table:
         o = b.option
         rows.append((
             str(r.rank), r.spec.name, str(o.devices), fmt.num(o.tokens_per_s_per_user),
-            fmt.num((o.output_tokens_per_s or 0.0) / o.devices), fmt.num(b.per_1m), o.origin,
+            fmt.num((o.output_tokens_per_s or 0.0) / o.devices), fmt.num(b.per_1m),
+            *((r.basis.short,) if mixed else ()), o.origin,
             f"{fmt.num(b.setup.hours)} {SETUP_WORDS.get(b.setup.origin, b.setup.origin)}",
         ))
+    basis = BASIS_SHORT[advice.request.tier]
+    title = (f"Ranking by {cur} per 1M output tokens, "
+             + ("each GPU priced as its row says" if mixed else f"every GPU priced {basis}")
+             + " (each GPU's smallest deployment that serves it)")
     return Table(
         key="advice-ranking",
-        title=f"Ranking by {cur} per 1M output tokens (each GPU's smallest deployment that serves it)",
+        title=title,
         columns=("#", "GPU", "GPUs", "tok/s per user", "output tok/s per GPU", f"{cur} per 1M output",
-                 "throughput from", "setup h"),
+                 *(("priced as",) if mixed else ()), "throughput from", "setup h"),
         rows=tuple(rows),
-        provenance="throughput: estimate (roofline at the stated efficiency) or published (a publisher's "
-                   "points interpolated, priced here); cost: your profile with the setup labour shown",
+        provenance="throughput: estimate (roofline at the stated efficiency), published (a publisher's "
+                   "point as published) or derived from published (between a publisher's points, "
+                   f"interpolated); cost: {advice.basis_text()}, with the setup labour shown",
     )
 
 
