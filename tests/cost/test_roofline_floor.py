@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from cost_runs import MakeRun
 from typer.testing import CliRunner
 
 from gpuledger.catalog import Catalog
 from gpuledger.cli.main import app
-from gpuledger.cost import CostProfile
+from gpuledger.cost import CostProfile, estimate_run
 from gpuledger.cost.estimate_model import estimate_model
 from gpuledger.cost.modelarch import find_known
 from gpuledger.cost.roofline_estimate import Workload, default_efficiency, roofline_point
@@ -67,3 +68,17 @@ def test_the_no_run_estimate_warns_on_the_figure_and_its_terminal_lines_say_boun
     doc = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
     assert doc["roofline"]["decode_step"]["bound"] == "per-step overhead floor"
     assert any("per-step overhead floor" in w for w in doc["warnings"])
+
+
+def test_a_measured_tiny_model_scaled_below_the_floor_is_warned_about(
+    make_run: MakeRun, catalog: Catalog
+) -> None:
+    # SmolLM2-135M on an H200 at 0.3 ms per output token; the bandwidth ratio to a B200 (8 / 4.8) would make
+    # it 0.18 ms, below its 0.266 ms floor
+    run = make_run(gpu="NVIDIA H200", model="dummy:smollm2-135m", ttft_ms=20.0, e2e_ms=20.0 + 999 * 0.3)
+    est = estimate_run(run, "b200", CostProfile(rental_per_gpu_hour=4.0), catalog=catalog)
+    warning = next(w for w in est.warnings if "per-step overhead floor" in w)
+    assert f"TPOT {0.3 * 4.8 / 8:.3g} ms" in warning and f"({FLOOR_S * 1e3:.3g} ms" in warning
+    # the same run on a slower GPU stays above the floor: nothing said
+    slow = estimate_run(run, "l40s", CostProfile(rental_per_gpu_hour=1.0), catalog=catalog)
+    assert not any("per-step overhead floor" in w for w in slow.warnings)

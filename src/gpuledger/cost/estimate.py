@@ -17,11 +17,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuledger.catalog import Catalog, GpuSpec, RooflineScale, load_catalog, normalise_dtype, roofline_scale
-from gpuledger.cost.efficiency import Efficiency, run_efficiency
+from gpuledger.cost.efficiency import Efficiency, model_of, run_efficiency
 from gpuledger.cost.operating import operating_point
 from gpuledger.cost.power import PowerResolution
 from gpuledger.cost.presets import gpu_default_profile
 from gpuledger.cost.profile import CostProfile
+from gpuledger.cost.roofline_estimate import step_floor
 from gpuledger.cost.runcost import RunCost, cost_of_run
 from gpuledger.cost.runview import DeviceView, gpu_devices
 from gpuledger.cost.tokens import prefill_share_of
@@ -189,6 +190,23 @@ def scale_published_latencies(
     return summary.model_copy(update=update), lines
 
 
+def _floor_warning(run: RunInfo, latency: LatencyEstimate | None, target: GpuSpec) -> str | None:
+    """A TPOT carried below the per-step overhead floor of the run's model (``roofline_estimate.step_floor``):
+    its decode on the target would not be bandwidth-bound, so the bandwidth ratio overstates the speedup."""
+    tpot = latency.get("tpot_ms") if latency is not None else None
+    mean = tpot.estimated.mean if tpot is not None else None
+    arch, _ = model_of(run)
+    if mean is None or arch is None:
+        return None
+    floor = step_floor(arch)
+    if mean >= floor.seconds * 1000.0:
+        return None
+    return (f"the estimated TPOT {mean:.3g} ms on {target.name} is below the per-step overhead floor of "
+            f"{arch.name} ({floor.seconds * 1e3:.3g} ms: {floor.how}): so small a model's decode is not "
+            "bandwidth-bound there, and the bandwidth ratio overstates its speedup — the TPOT is at least "
+            "the floor, the throughput at most what is shown; bench it")
+
+
 def _target_power(used: list[DeviceView], source: GpuSpec, target: GpuSpec, n: int) -> PowerResolution:
     tdp_t = target.device_figure("tdp_w")
     if tdp_t.value is None:
@@ -325,6 +343,9 @@ def estimate_run(
             f"the run peaked at {max(peaks) / 1e9:.1f} GB on one device; {tgt.name} has "
             f"{mem.value:g} GB per device: the model may not fit"
         )
+    floor = _floor_warning(run, latency, tgt)
+    if floor is not None:
+        warnings.append(floor)
     if dtype and normalise_dtype(dtype) == "fp8" and not tgt.figure("fp8_tflops").available:
         warnings.append(
             f"the run used FP8 but {tgt.name} has no FP8: it would run at 16-bit (more memory, other speed)"
