@@ -159,11 +159,12 @@ def test_export_csv_has_one_row_per_request_with_units_in_the_header(
     assert code == 0
     rows = list(csv.DictReader(io.StringIO(out)))
     assert list(rows[0]) == ["index", "stage", "t_send_s", "ttft_ms", "e2e_ms", "input_tokens",
-                             "output_tokens", "token_source", "error"]
+                             "output_tokens", "token_source", "error", "run_output_tokens_per_s"]
     assert len(rows) == 4
+    rate = repr(sqlite_store.get_run(run_id).summary.output_tokens_per_s)  # type: ignore[union-attr]
     assert rows[1] == {"index": "1", "stage": "", "t_send_s": "0.1", "ttft_ms": "50.0", "e2e_ms": "81.0",
                        "input_tokens": "32", "output_tokens": "4", "token_source": "server_usage",
-                       "error": ""}
+                       "error": "", "run_output_tokens_per_s": rate}
     assert rows[3]["error"] == "HTTP 503"
     target = tmp_path / "requests.csv"
     code, out, _ = _cli(capsys, "export", run_id, "-f", "csv", "-o", str(target), "--json", "--db",

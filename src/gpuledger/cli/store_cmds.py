@@ -438,14 +438,43 @@ def show(
 # ---- export -------------------------------------------------------------------------------------
 
 
-def _csv_bytes(requests: list[RequestRecord]) -> bytes:
+def _count(value: float) -> float | int:
+    return int(value) if float(value).is_integer() else value
+
+
+def _run_columns(
+    info: RunInfo, requests: list[RequestRecord]
+) -> tuple[list[str], list[list[Any]], list[Any]]:
+    """What the per-request columns do not say about the run, in its own units: for a kind of run with a
+    summary of its own (training: training tokens, steps, samples; images: images, denoise steps,
+    requests), a column per unit with each row's count (that row summarised alone, as the run's summary
+    counts it); then the run's headline rate (``run_<rate key>``, the stored summary's, on every row)."""
+    summary = info.summary
+    if summary is None:
+        return [], [[] for _ in requests], []
+    head = summary.headline()
+    run_rate = [f"run_{summary.rate_key(head)}"] if head else []
+    own = info.config.summarize(requests[:1]) is not None if requests else False
+    units = list(summary.work()) if own else []
+    per_row: list[list[Any]] = []
+    for r in requests:
+        one = info.config.summarize([r]) if units else None
+        work = one.work() if one is not None else {}
+        per_row.append([_count(work[u].count) if u in work else 0 for u in units])
+    names = [summary.unit(u).key for u in units]
+    return [*names, *run_rate], per_row, [summary.rate(head)] if head else []
+
+
+def _csv_bytes(info: RunInfo, requests: list[RequestRecord]) -> bytes:
     from gpuledger.store.document import CSV_COLUMNS, csv_rows
 
+    extra, per_row, run_values = _run_columns(info, requests)
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    for row in csv_rows(requests):
-        writer.writerow(["" if v is None else repr(v) if isinstance(v, float) else v for v in row])
+    writer.writerow([*CSV_COLUMNS, *extra])
+    for row, counts in zip(csv_rows(requests), per_row, strict=True):
+        writer.writerow(["" if v is None else repr(v) if isinstance(v, float) else v
+                         for v in (*row, *counts, *run_values)])
     return buf.getvalue().encode()
 
 
@@ -454,7 +483,8 @@ def export(
     fmt: Annotated[
         ExportFormat,
         typer.Option("--format", "-f", case_sensitive=False,
-                     help="json: the whole run (gpuledger import reads it); csv: one row per request."),
+                     help="json: the whole run (gpuledger import reads it); csv: one row per request "
+                          "(a training or image run's counts in its own units; the run's headline rate)."),
     ] = ExportFormat.json,
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write to FILE instead of stdout.")
@@ -474,7 +504,7 @@ def export(
             info = store.get_run(run)
             reqs = store.get_requests(info.id)
             run_id, n = info.id, len(reqs)
-            data = _csv_bytes(reqs)
+            data = _csv_bytes(info, reqs)
     if output is None:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
