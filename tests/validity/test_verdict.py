@@ -139,7 +139,7 @@ def test_an_event_loop_that_always_ran_or_waited_for_a_cpu_is_client_bound() -> 
     client = {"cpu_util_ratio": 0.5, "event_loop_busy_ratio": 0.98, "event_loop_wait_ratio": 0.47}
     c = check(run_of(recs, client=client), recs, "client_bound")
     assert c.status == "fail" and c.figure == 0.98
-    assert "waited 47% for a CPU" in c.why and "limited the run" in c.why
+    assert "waited 47 % for a CPU" in c.why and "limited the run" in c.why
     idle = {"cpu_util_ratio": 0.2, "event_loop_busy_ratio": 0.25, "event_loop_wait_ratio": 0.05}
     assert check(run_of(recs, client=idle), recs, "client_bound").status == "pass"
 
@@ -255,7 +255,7 @@ def test_cpu_contention_warns_when_the_machine_was_busy() -> None:
     recs = closed_loop(100)
     busy = run_of(recs, client={"cpu_util_ratio": 0.4, "cores_usable": 2, "machine_cpu_busy_ratio": 0.97})
     c = check(busy, recs, "cpu_contention")
-    assert c.status == "warn" and "97%" in c.why and "2 usable CPUs" in c.why
+    assert c.status == "warn" and "97 %" in c.why and "2 usable CPUs" in c.why
     assert "did not record" in skipped(run_of(recs), recs, "cpu_contention")
 
 

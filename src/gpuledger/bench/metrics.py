@@ -311,7 +311,7 @@ def _summary_fields(records: Sequence[RequestRecord], slo: dict[str, float]) -> 
         met = sum(1 for r in ok if meets_slo(r, slo))
         summary["slo"] = SloOutcome(**slo, met=met, met_ratio=met / len(records) if records else None)
         summary["goodput_requests_per_s"] = _rate(met, window)
-    counts = Counter(r.token_source for r in records)
+    counts = Counter(r.token_source for r in ok)  # a failed request has no tokens in the figures
     summary["token_source"] = {s: counts[s] for s in TOKEN_SOURCES if counts[s]}
     checked = [r for r in ok if r.requested_output_tokens is not None]
     bad = [r for r in checked if r.output_tokens != r.requested_output_tokens]

@@ -9,16 +9,17 @@ for runs stored before it existed. The rules and the reasons for their threshold
 ==================  ==============================================================  ==========================
 check               figure                                                          warn / fail
 ==================  ==============================================================  ==========================
-client_bound        the client's CPU use over the window, share of one core          ≥ 85 % / ≥ 95 %
+client_bound        the client's CPU use over the window, share of one core         ≥ 85 % / ≥ 95 %
 send_schedule       p99 of (actual − scheduled) send time, open-loop loads          ≥ 5 % / ≥ 25 % of p50 E2E
 samples             successful requests behind each latency percentile              < 100 (p99 needs 100)
 window              the measured window, in mean request lifetimes (E2E)            < 10
 warmup              requests sent before the window, not measured                   0 and a cold start seen
 steady_state        throughput drift: last half vs first half of the window         ≥ 10 % / ≥ 25 %
-noise               spread (CV) of throughput over time windows of the run          ≥ 15 %
-cpu_contention      the machine's usable CPUs busy during the window                ≥ 90 %
+noise               spread (CV, population std) of throughput over time slices      ≥ 15 %
+cpu_contention      the machine's usable CPUs busy during the window (a run that    ≥ 90 %
+                    computes on the CPU: the share other processes kept busy)       (≥ 10 %)
 prefix_cache        share of the input a server could serve from its prefix cache   ≥ 10 %
-token_source        share of requests whose tokens the client counted               > 0 %
+token_source        share of the finished requests whose tokens the client counted  > 0 %
 energy              devices whose energy reading is not valid                       ≥ 1
 server_queue        mean time requests waited in the server's queue (its /metrics)  ≥ 5 ms, any waiting
 errors              share of requests that failed                                   > 0 % / ≥ 5 %
@@ -45,6 +46,7 @@ from gpuledger.bench.validity_checks import (
     warmup_count,
 )
 from gpuledger.bench.validity_training import TRAINING_KIND, training_rules
+from gpuledger.quantity import percent
 from gpuledger.records import RequestRecord, RunInfo, RunSummary, TextGenerationSummary
 from gpuledger.records.spec import BatchStage, BenchSpec, ConcurrencyStage
 from gpuledger.records.validity import Check, NotChecked, Verdict
@@ -82,6 +84,9 @@ NOISE_WARN = 0.15
 MIN_EVENTS = 50  # fewer token arrivals than this say nothing about the rate over time
 TIME_CHECK_LIFETIMES = 5.0  # a shorter window's slices see single requests come and go
 CONTENTION_WARN = 0.90
+# cpu_contention of a run that computes on the CPU (in-process torch, --device cpu): the share of its CPUs
+# other processes kept busy; the run loses about that share of its compute.
+OTHER_LOAD_WARN = 0.10
 
 
 def run_verdict(info: RunInfo, records: Records = None) -> Verdict | None:
@@ -181,16 +186,18 @@ def _client_bound(info: RunInfo, summary: RunSummary, records: Records) -> Check
     demand = number(info.client.get("event_loop_busy_ratio"))
     wait = number(info.client.get("event_loop_wait_ratio")) or 0.0
     rule = (
-        f"warn at ≥ {CLIENT_CPU_WARN:.0%}, fail at ≥ {CLIENT_CPU_FAIL:.0%} of one core: the client's CPU "
-        "time ÷ the window, or — where Linux records it — the share of the window its event loop ran or "
-        "waited for a CPU (the client is one event loop: one core is its ceiling, and a loop that always "
-        "has work sets the pace itself)"
+        f"warn at ≥ {percent(CLIENT_CPU_WARN)}, fail at ≥ {percent(CLIENT_CPU_FAIL)} of one core: the "
+        "client's CPU time ÷ the window, or — where Linux records it — the share of the window its event "
+        "loop ran or waited for a CPU (the client is one event loop: one core is its ceiling, and a loop "
+        "that always has work sets the pace itself)"
     )
-    figure, what = ratio, f"the client used {ratio:.0%} of one CPU core"
+    limits = (CLIENT_CPU_WARN, CLIENT_CPU_FAIL)
+    figure, what = ratio, f"the client used {percent(ratio, *limits)} of one CPU core"
     if demand is not None and demand > ratio:
         figure = demand
         what = (
-            f"the client's event loop ran {demand - wait:.0%} of the window and waited {wait:.0%} for a CPU"
+            f"the client's event loop ran {percent(demand - wait)} of the window and waited {percent(wait)} "
+            f"for a CPU ({percent(demand, *limits)} in all)"
         )
     if figure >= CLIENT_CPU_FAIL:
         why = f"{what}: it, not the server, limited the run"
@@ -248,11 +255,12 @@ def _send_schedule(info: RunInfo, summary: RunSummary, records: Records) -> Chec
         max(SCHEDULE_FLOOR_MS, SCHEDULE_FAIL_SHARE * e2e),
     )
     rule = (
-        f"p99 of (actual − scheduled) send time: warn at ≥ {SCHEDULE_WARN_SHARE:.0%}, fail at ≥ "
-        f"{SCHEDULE_FAIL_SHARE:.0%} of the median E2E latency ({e2e:.4g} ms)"
+        f"p99 of (actual − scheduled) send time: warn at ≥ {percent(SCHEDULE_WARN_SHARE)}, fail at ≥ "
+        f"{percent(SCHEDULE_FAIL_SHARE)} of the median E2E latency ({e2e:.4g} ms)"
     )
     why = (
-        f"p99 send lag {p99:.3g} ms ({p99 / e2e:.1%} of the median E2E): latency measured from the actual "
+        f"p99 send lag {p99:.3g} ms ({percent(p99 / e2e, warn / e2e, fail / e2e)} of the median E2E): "
+        "latency measured from the actual "
         "send hides that wait (coordinated omission)"
         if p99 >= warn
         else f"requests were sent on schedule (p99 lag {p99:.3g} ms)"
@@ -307,7 +315,7 @@ def _window(info: RunInfo, summary: RunSummary, records: Records) -> Check | Not
     )
     why = (
         f"the {summary.window_s:.3g} s window is {lifetimes:.3g} request lifetimes: ramp-up and tail weigh "
-        f"~{min(1.0, 2 / lifetimes):.0%} of the rate"
+        f"~{percent(min(1.0, 2 / lifetimes))} of the rate"
         if lifetimes < WINDOW_LIFETIMES
         else f"the {summary.window_s:.3g} s window is {lifetimes:.3g} request lifetimes"
     )
@@ -417,14 +425,16 @@ def _steady_state(info: RunInfo, summary: RunSummary, records: Records) -> Check
     d = drift(rates)
     rule = (
         f"output tok/s in {BUCKETS} equal time slices of the window (the first and last left out), last half "
-        f"vs first half: warn at ≥ {DRIFT_WARN:.0%}, fail at ≥ {DRIFT_FAIL:.0%} change"
+        f"vs first half: warn at ≥ {percent(DRIFT_WARN)}, fail at ≥ {percent(DRIFT_FAIL)} change"
     )
     what = "rose" if d > 0 else "fell"
     why = (
-        f"throughput {what} {abs(d):.0%} from the first to the last half of the window: the rate is not "
+        f"throughput {what} {percent(abs(d), DRIFT_WARN, DRIFT_FAIL)} from the first to the last half of the "
+        "window: the rate is not "
         "steady (throttling, caches filling, other load)"
         if abs(d) >= DRIFT_WARN
-        else f"throughput steady across the window ({d:+.0%} last half vs first)"
+        else f"throughput steady across the window ({percent(d, DRIFT_WARN, -DRIFT_WARN, signed=True)} last "
+        "half vs first)"
     )
     return make_check(
         name, abs(d), "relative change", rule, why, warn=DRIFT_WARN, fail=DRIFT_FAIL, stage=stage
@@ -438,23 +448,29 @@ def _noise(info: RunInfo, summary: RunSummary, records: Records) -> Check | NotC
         return NotChecked(name=name, why=series)
 
     def cv(rates: list[float]) -> float:
+        # The population standard deviation (÷ n): the spread of these slices themselves.
         mean = math.fsum(rates) / len(rates)
         return math.sqrt(math.fsum((r - mean) ** 2 for r in rates) / len(rates)) / mean
 
     stage, rates = max(series, key=lambda s: cv(s[1]))
     value = cv(rates)
     rule = (
-        f"coefficient of variation (std ÷ mean) of output tok/s over {BUCKETS - 2} time slices of the window:"
-        " "
-        f"warn at ≥ {NOISE_WARN:.0%}"
+        f"coefficient of variation (population standard deviation ÷ mean) of output tok/s over {BUCKETS - 2} "
+        f"time slices of the window: warn at ≥ {percent(NOISE_WARN)}"
     )
+    spread = percent(value, NOISE_WARN)
     why = (
-        f"throughput varied {value:.0%} (CV) between time slices of the window: one run's rate is uncertain "
+        f"throughput varied {spread} (CV) between time slices of the window: one run's rate is uncertain "
         "by about that much; repeat it (--repeat N) for an interval"
         if value >= NOISE_WARN
-        else f"throughput varied {value:.0%} (CV) between time slices of the window"
+        else f"throughput varied {spread} (CV) between time slices of the window"
     )
     return make_check(name, value, "CV", rule, why, warn=NOISE_WARN, stage=stage)
+
+
+def _computes_on_cpu(info: RunInfo) -> bool:
+    """The run's engine computes in this process, on the CPU (the torch engines with ``--device cpu``)."""
+    return in_process(info) and str(getattr(info.config, "device", "") or "") == "cpu"
 
 
 def _cpu_contention(info: RunInfo, summary: RunSummary, records: Records) -> Check | NotChecked:
@@ -463,17 +479,57 @@ def _cpu_contention(info: RunInfo, summary: RunSummary, records: Records) -> Che
     if busy is None:
         return NotChecked(name=name, why="the run did not record the machine's CPU use during the window")
     cores = number(info.client.get("cores_usable"))
+    if _computes_on_cpu(info):
+        return _other_load(info, busy, cores)
     rule = (
-        f"the busy share of the CPUs this process may use, over the window: warn at ≥ {CONTENTION_WARN:.0%} "
-        "(the client then waits for a core and its timestamps are late)"
+        f"the busy share of the CPUs this process may use, over the window: warn at ≥ "
+        f"{percent(CONTENTION_WARN)} (the client then waits for a core and its timestamps are late)"
     )
     on = f" of {cores:g} usable CPU{'s' if cores != 1 else ''}" if cores else ""
+    shown = percent(busy, CONTENTION_WARN)
     why = (
-        f"the machine's CPUs were {busy:.0%} busy{on}: the client shared them, its timings are noisy"
+        f"the machine's CPUs were {shown} busy{on}: the client shared them, its timings are noisy"
         if busy >= CONTENTION_WARN
-        else f"the machine's CPUs were {busy:.0%} busy{on}"
+        else f"the machine's CPUs were {shown} busy{on}"
     )
     return make_check(name, busy, "share of usable CPUs", rule, why, warn=CONTENTION_WARN)
+
+
+def _other_load(info: RunInfo, busy: float, cores: float | None) -> Check | NotChecked:
+    """``cpu_contention`` of a run that computes on the CPU: its own work keeps the CPUs busy, so the
+    figure is what other processes kept busy — the machine's busy share less this process's CPU time."""
+    name = "cpu_contention"
+    own = number(info.client.get("cpu_util_ratio"))
+    if own is None or not cores:
+        return NotChecked(
+            name=name,
+            why="the run computes on the CPU and did not record its own CPU time and usable CPUs: other "
+            "processes' load cannot be told from its own",
+        )
+    ranks = getattr(info.config, "world_size", None)
+    if isinstance(ranks, int) and ranks > 1:
+        return NotChecked(
+            name=name,
+            why=f"the run computes on the CPU in {ranks} processes (ranks): only this one's CPU time is "
+            "recorded, so other processes' load cannot be told from the other ranks'",
+        )
+    mine = min(1.0, own / cores)
+    other = max(0.0, busy - mine)
+    rule = (
+        "a run computing on the CPU: the machine's busy share of the CPUs this process may use, less this "
+        f"process's CPU time ÷ those CPUs, over the window: warn at ≥ {percent(OTHER_LOAD_WARN)} (other "
+        "processes then take CPU time the run computes with, and its rate is lower by about that share)"
+    )
+    what = (
+        f"other processes kept {percent(other, OTHER_LOAD_WARN)} of the {cores:g} usable "
+        f"CPU{'s' if cores != 1 else ''} busy (the machine {percent(busy)}, this run {percent(mine)})"
+    )
+    why = f"{what}: the run shared the CPUs it computes on, its rate is lower for it" if (
+        other >= OTHER_LOAD_WARN
+    ) else what
+    return make_check(
+        name, other, "share of usable CPUs (other processes)", rule, why, warn=OTHER_LOAD_WARN
+    )
 
 
 _RULES: tuple[Rule, ...] = (

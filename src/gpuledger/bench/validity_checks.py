@@ -7,10 +7,12 @@ check uses. docs/bench.md ("Validity verdict") gives each rule with its threshol
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gpuledger.bench.server_state import QUEUE_NOTE_MS
+from gpuledger.quantity import percent
 from gpuledger.records import RequestRecord, RunInfo, RunSummary, TextGenerationSummary
 from gpuledger.records.spec import BenchSpec
 from gpuledger.records.validity import Check, CheckStatus, NotChecked
@@ -126,11 +128,16 @@ def _dataset_share(info: RunInfo, summary: RunSummary) -> tuple[float, str] | No
         pool = int(stats["prompts"])
         share = number(stats.get("repeated_prefix_share")) or 0.0
         if stats.get("each_send_new") is True:  # a sample of prompts made new for every send: no repeats
-            return share, f"{pool} of the prompts sampled (each send had its own), {share:.0%} of their " \
-                f"input repeats a prefix of ≥ {PREFIX_MIN_CHARS} characters"
+            return share, (
+                f"{pool} of the prompts sampled (each send had its own), {percent(share, PREFIX_WARN)} of "
+                f"their input repeats a prefix of ≥ {PREFIX_MIN_CHARS} characters"
+            )
         if sends > pool:  # the prompts were sent more than once: every further send is a whole repeat
             share = share * pool / sends + (sends - pool) / sends
-        how = f"{pool} prompts, {share:.0%} of the input repeats a prefix of ≥ {PREFIX_MIN_CHARS} characters"
+        how = (
+            f"{pool} prompts, {percent(share, PREFIX_WARN)} of the input repeats a prefix of ≥ "
+            f"{PREFIX_MIN_CHARS} characters"
+        )
         return share, how + (f" ({sends} sends cycle through them)" if sends > pool else "")
     distinct = wl.get("distinct_prompts")
     if isinstance(distinct, int) and distinct > 0:
@@ -149,15 +156,16 @@ def _prefix_cache(info: RunInfo, summary: RunSummary, records: Records) -> Check
     rule = (
         f"the share of the input a prefix cache could serve: the server's prefix-cache hit ratio over the "
         f"window where its /metrics have one, else the repeated prompt prefixes of the run; warn at ≥ "
-        f"{PREFIX_WARN:.0%}"
+        f"{percent(PREFIX_WARN)}"
     )
     if hit is not None:
         also = f"; the dataset: {dataset[1]}" if dataset is not None else ""
         why = (
-            f"the server's prefix cache served {hit:.0%} of the prompt tokens: prefill was partly skipped, "
+            f"the server's prefix cache served {percent(hit, PREFIX_WARN)} of the prompt tokens: prefill was "
+            "partly skipped, "
             f"TTFT and throughput are a cache-friendly workload's{also}"
             if hit >= PREFIX_WARN
-            else f"the server's prefix cache served {hit:.0%} of the prompt tokens{also}"
+            else f"the server's prefix cache served {percent(hit, PREFIX_WARN)} of the prompt tokens{also}"
         )
         return make_check(name, hit, "hit ratio (server)", rule, why, warn=PREFIX_WARN)
     if dataset is None:
@@ -174,29 +182,60 @@ def _prefix_cache(info: RunInfo, summary: RunSummary, records: Records) -> Check
     return make_check(name, share, "share of input (dataset)", rule, why, warn=PREFIX_WARN)
 
 
+def _finished_sources(
+    summary: TextGenerationSummary, records: Records
+) -> tuple[int, int, int, str] | str:
+    """(fewest, most) finished requests whose tokens the client counted, the finished requests and where
+    that came from; or why it cannot be told. Only finished requests count: a failed one has no tokens in
+    the throughput (its record says ``client_count`` by default, whatever the server would have said)."""
+    if records is not None:
+        finished = Counter[str](r.token_source for r in records if r.ok)
+        client = finished.get("client_count", 0)
+        return client, client, sum(finished.values()), ", ".join(sorted(finished))
+    counts = dict(summary.token_source)
+    total, client = sum(counts.values()), counts.get("client_count", 0)
+    excess = total - summary.num_ok
+    if excess <= 0:
+        return client, client, total, ", ".join(sorted(counts))
+    # A summary stored before its token sources left the failed requests out: they are in the counts.
+    low, high = max(0, client - excess), min(client, summary.num_ok)
+    if low != high and low == 0:
+        return (
+            f"the summary's token sources count its {excess} failed request{'s' if excess != 1 else ''} with "
+            f"the finished ones ({client} client-counted in all), and the requests were not read to tell "
+            "them apart"
+        )
+    return low, high, summary.num_ok, ", ".join(sorted(counts))
+
+
 def _token_source(info: RunInfo, summary: RunSummary, records: Records) -> Check | NotChecked:
     name = "token_source"
-    counts = summary.token_source if isinstance(summary, TextGenerationSummary) else {}
-    total = sum(counts.values())
-    if not total:
+    if not isinstance(summary, TextGenerationSummary) or (not summary.token_source and records is None):
         return NotChecked(name=name, why="the summary records no token sources")
-    client = counts.get("client_count", 0)
-    share = client / total
+    found = _finished_sources(summary, records)
+    if isinstance(found, str):
+        return NotChecked(name=name, why=found)
+    low, high, total, sources = found
+    if not total:
+        return NotChecked(name=name, why="no request finished: no token counts to check")
     rule = (
-        "the share of requests whose token counts the client made (chunks counted), not the server's usage, "
-        "tokenizer or the engine: warn at > 0 %"
+        "the share of the finished requests whose token counts the client made (chunks counted), not the "
+        "server's usage, tokenizer or the engine: warn at > 0 % (failed requests have no tokens in the "
+        "figures and do not count)"
     )
+    share = low / total
+    at_least = "at least " if high != low else ""
     why = (
-        f"{client} of {total} requests' tokens were counted by the client, not reported by the server: "
-        "throughput and cost per token rest on that count"
-        if client
-        else "every request's tokens came from " + ", ".join(sorted(counts))
+        f"{at_least}{low} of {total} finished requests' tokens were counted by the client, not reported by "
+        "the server: throughput and cost per token rest on that count"
+        if low
+        else f"every finished request's tokens came from {sources}"
     )
     return Check(
         name=name,
-        status="warn" if client else "pass",
+        status="warn" if low else "pass",
         figure=share,
-        unit="share of requests",
+        unit="share of finished requests",
         rule=rule,
         warn_at=0.0,
         why=why,
@@ -290,21 +329,42 @@ def _server_queue(info: RunInfo, summary: RunSummary, records: Records) -> Check
     )
 
 
-def error_check(
-    summary: RunSummary, items: str, note: str = "", top: str | None = None
-) -> Check | NotChecked:
-    """The ``errors`` check: failed ``items`` (requests, steps) ÷ all of them; ``note`` explains the rule,
-    ``top``: the commonest error kind."""
+MAX_KINDS_NAMED = 3
+MAX_KIND_CHARS = 80
+
+
+def failure_kinds(errors: Mapping[str, int] | None, failed: int) -> str:
+    """``"all http_500"`` / ``"http_500 ×6, timeout ×2"``: the kinds the failures count under (the error's
+    text up to its first ``:``), commonest first (a tie: the one seen first), at most ``MAX_KINDS_NAMED``;
+    empty without kinds."""
+    ranked = sorted(
+        ((str(k)[:MAX_KIND_CHARS] or "no error text", int(v)) for k, v in (errors or {}).items() if v),
+        key=lambda kv: -kv[1],
+    )
+    if not ranked:
+        return ""
+    if len(ranked) == 1 and ranked[0][1] == failed:
+        return f"all {ranked[0][0]}"
+    named = ", ".join(f"{k} ×{v}" for k, v in ranked[:MAX_KINDS_NAMED])
+    more = len(ranked) - MAX_KINDS_NAMED
+    return named + (f", and {more} more kind{'s' if more != 1 else ''}" if more > 0 else "")
+
+
+def error_check(summary: RunSummary, items: str, note: str = "") -> Check | NotChecked:
+    """The ``errors`` check: failed ``items`` (requests, steps) ÷ all of them, the failures' kinds named
+    (``summary.errors``); ``note`` explains the rule."""
     name = "errors"
     if not summary.num_requests:
         return NotChecked(name=name, why=f"no {items.removesuffix('s')} was measured")
-    rate = summary.num_failed / summary.num_requests
-    rule = f"failed {items} ÷ {items}: warn at > 0 %, fail at ≥ {ERRORS_FAIL:.0%}"
+    failed, total = summary.num_failed, summary.num_requests
+    rate = failed / total
+    rule = f"failed {items} ÷ {items}: warn at > 0 %, fail at ≥ {percent(ERRORS_FAIL)}"
     rule += f" ({note})" if note else ""
+    kinds = failure_kinds(summary.errors, failed)
     why = (
-        f"{summary.num_failed} of {summary.num_requests} {items} failed" + (f" (mostly {top})" if top else "")
-        if summary.num_failed
-        else f"all {summary.num_requests} {items} succeeded"
+        f"{failed} of {total} {items} failed" + (f": {kinds}" if kinds else "")
+        if failed
+        else f"all {total} {items} succeeded"
     )
     status: CheckStatus = "fail" if rate >= ERRORS_FAIL else "warn" if rate > 0 else "pass"
     return Check(
@@ -347,7 +407,7 @@ def _errors(info: RunInfo, summary: RunSummary, records: Records) -> Check | Not
         "failed requests free the server for the rest: "
         "the rate measured is not the rate of the load asked for"
     )
-    return error_check(summary, "requests", note, next(iter(summary.errors or {}), None))
+    return error_check(summary, "requests", note)
 
 
 def _finished(info: RunInfo, summary: RunSummary, records: Records) -> Check | NotChecked:

@@ -11,15 +11,16 @@ window          share of the measured window the steps themselves fill          
 warmup          steps run before the window; without one, the first step's time    0 and ≥ 1.5x the rest's
                 against the rest's median (allocation, compilation in the window)
 steady_state    step time, last half of the steps against the first half           ≥ 10 % / ≥ 25 %
-noise           spread (CV) of the step times                                      ≥ 15 %
+noise           spread (CV, population std) of the step times                      ≥ 15 %
 loss            steps whose loss is not a finite number (NaN, inf); fp16 skips     NaN: fail; skips ≥ 25 %
 errors          failed steps                                                       > 0 % / ≥ 5 %
 finished        the run ran its planned steps (not interrupted, not aborted)       interrupted / failed
 ==============  =================================================================  =======================
 
-``client_bound`` and ``energy`` are the generic rules; ``cpu_contention`` too, except for a run that trains
-on the CPU (its busy CPUs are the training itself). ``send_schedule``, ``prefix_cache``, ``token_source`` and
-``server_queue`` are not checked, each with its reason.
+``client_bound``, ``energy`` and ``cpu_contention`` are the generic rules; for a run that trains on the CPU,
+``cpu_contention`` judges the share of the CPUs other processes kept busy (the training's own work keeps them
+busy: ``bench.validity``). ``send_schedule``, ``prefix_cache``, ``token_source`` and ``server_queue`` are not
+checked, each with its reason.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from gpuledger.bench.validity_checks import (
     make_check,
     warmup_count,
 )
+from gpuledger.quantity import percent
 from gpuledger.records import RunInfo, RunSummary
 from gpuledger.records.training import TrainingSummary, step_of
 from gpuledger.records.validity import Check, CheckStatus, NotChecked
@@ -74,7 +76,7 @@ def _samples(info: RunInfo, summary: RunSummary, records: Records) -> Check | No
         "p90 of the step time needs 10, p99 100)"
     )
     why = (
-        f"{n} measured step{'s' if n != 1 else ''}: one slow step weighs {1 / n:.0%} of the rate"
+        f"{n} measured step{'s' if n != 1 else ''}: one slow step weighs {percent(1 / n)} of the rate"
         if n < MIN_STEPS
         else f"{n} measured steps"
     )
@@ -87,14 +89,16 @@ def _window(info: RunInfo, summary: RunSummary, records: Records) -> Check | Not
     if not s.steps_total or s.window_s <= 0 or s.step_time_s.mean is None:
         return NotChecked(name=name, why="no step finished: no window to judge")
     fill = min(1.0, s.step_time_s.mean * s.steps_total / s.window_s)
+    shown = percent(fill, WINDOW_FILL_WARN)
     rule = (
-        f"Σ step times ÷ the measured window: warn below {WINDOW_FILL_WARN:.0%} (the rates count the whole "
-        "window: time between steps — storing, logging, the data — lowers them)"
+        f"Σ step times ÷ the measured window: warn below {percent(WINDOW_FILL_WARN)} (the rates count the "
+        "whole window: time between steps — storing, logging, the data — lowers them)"
     )
     why = (
-        f"the steps fill {fill:.1%} of the {s.window_s:.3g} s window: {1 - fill:.1%} went between steps"
+        f"the steps fill {shown} of the {s.window_s:.3g} s window: {percent(1 - fill, 1 - WINDOW_FILL_WARN)} "
+        "went between steps"
         if fill < WINDOW_FILL_WARN
-        else f"the steps fill {fill:.1%} of the {s.window_s:.3g} s window"
+        else f"the steps fill {shown} of the {s.window_s:.3g} s window"
     )
     return make_check(name, fill, "share of the window", rule, why, warn=WINDOW_FILL_WARN, lower=True)
 
@@ -161,15 +165,16 @@ def _steady_state(info: RunInfo, summary: RunSummary, records: Records) -> Check
     first, last = math.fsum(times[:half]) / half, math.fsum(times[-half:]) / half
     drift = (last - first) / (math.fsum(times) / len(times))
     rule = (
-        f"mean step time of the last half of the steps against the first half: warn at ≥ {DRIFT_WARN:.0%}, "
-        f"fail at ≥ {DRIFT_FAIL:.0%} change"
+        "mean step time of the last half of the steps against the first half: warn at ≥ "
+        f"{percent(DRIFT_WARN)}, fail at ≥ {percent(DRIFT_FAIL)} change"
     )
     what = "rose" if drift > 0 else "fell"
     why = (
-        f"the step time {what} {abs(drift):.0%} from the first to the last half: the rate is not steady "
-        "(throttling, memory filling, other load)"
+        f"the step time {what} {percent(abs(drift), DRIFT_WARN, DRIFT_FAIL)} from the first to the last "
+        "half: the rate is not steady (throttling, memory filling, other load)"
         if abs(drift) >= DRIFT_WARN
-        else f"step time steady across the window ({drift:+.0%} last half vs first)"
+        else "step time steady across the window "
+        f"({percent(drift, DRIFT_WARN, -DRIFT_WARN, signed=True)} last half vs first)"
     )
     return make_check(name, abs(drift), "relative change", rule, why, warn=DRIFT_WARN, fail=DRIFT_FAIL)
 
@@ -180,13 +185,18 @@ def _noise(info: RunInfo, summary: RunSummary, records: Records) -> Check | NotC
     if isinstance(times, str):
         return NotChecked(name=name, why=times)
     mean = math.fsum(times) / len(times)
+    # The population standard deviation (÷ n): the spread of these steps themselves.
     cv = math.sqrt(math.fsum((t - mean) ** 2 for t in times) / len(times)) / mean if mean > 0 else 0.0
-    rule = f"coefficient of variation (std ÷ mean) of the step times: warn at ≥ {NOISE_WARN:.0%}"
+    rule = (
+        "coefficient of variation (population standard deviation ÷ mean) of the step times: warn at ≥ "
+        f"{percent(NOISE_WARN)}"
+    )
+    spread = percent(cv, NOISE_WARN)
     why = (
-        f"step times varied {cv:.0%} (CV): one run's rate is uncertain by about that much; repeat it "
+        f"step times varied {spread} (CV): one run's rate is uncertain by about that much; repeat it "
         "(--repeat N) for an interval"
         if cv >= NOISE_WARN
-        else f"step times varied {cv:.0%} (CV)"
+        else f"step times varied {spread} (CV)"
     )
     return make_check(name, cv, "CV", rule, why, warn=NOISE_WARN)
 
@@ -198,7 +208,7 @@ def _loss(info: RunInfo, summary: RunSummary, records: Records) -> Check | NotCh
         return NotChecked(name=name, why="no step finished: no loss to judge")
     rule = (
         f"fail when a step's loss is not a finite number (the device computed NaN or inf, or the run "
-        f"diverged); warn when the fp16 grad scaler skipped ≥ {SKIPPED_WARN:.0%} of the updates"
+        f"diverged); warn when the fp16 grad scaler skipped ≥ {percent(SKIPPED_WARN)} of the updates"
     )
     if s.nonfinite_loss_steps:
         return Check(
@@ -255,17 +265,6 @@ def _not_checked(name: str, why: str) -> Rule:
     return rule
 
 
-def _cpu_contention(generic: Rule) -> Rule:
-    def rule(info: RunInfo, summary: RunSummary, records: Records) -> Check | NotChecked | None:
-        if str(getattr(info.config, "device", "") or "") == "cpu":
-            return NotChecked(
-                name="cpu_contention", why="the run trains on the CPU: its busy CPUs are the training itself"
-            )
-        return generic(info, summary, records)
-
-    return rule
-
-
 def training_rules(generic: Mapping[str, Rule]) -> Sequence[Rule]:
     """The rules of a training run, the generic ones it keeps given by name (``client_bound``, ``energy``,
     ``cpu_contention``)."""
@@ -279,7 +278,7 @@ def training_rules(generic: Mapping[str, Rule]) -> Sequence[Rule]:
         _warmup,
         _steady_state,
         _noise,
-        _cpu_contention(generic["cpu_contention"]),
+        generic["cpu_contention"],
         _not_checked("prefix_cache", "a training run sends no prompts to a server: there is no prefix cache"),
         _not_checked(
             "token_source", "training tokens are counted by the engine: sequences × sequence length"

@@ -21,6 +21,7 @@ from gpuledger.cost.groups import compare_groups
 from gpuledger.cost.model import money_prefix
 from gpuledger.cost.operating import operating_point
 from gpuledger.errors import GpuledgerError
+from gpuledger.quantity import percent
 from gpuledger.records import RequestRecord, RunInfo, RunSummary
 from gpuledger.records.run import NOISE_WARNINGS
 from gpuledger.records.validity import Verdict
@@ -89,7 +90,7 @@ def _largest_component(cost: RunCost) -> str:
     shares = hourly.shares()
     key = max(shares, key=lambda k: shares[k])
     return (
-        f"{_COMPONENT_WORDS.get(key, key)} is {shares[key]:.0%} of the "
+        f"{_COMPONENT_WORDS.get(key, key)} is {percent(shares[key])} of the "
         f"{_money(hourly.total, cost.currency)}/h this stack costs"
     )
 
@@ -312,7 +313,8 @@ def ratio_answer(comp: Comparison, names: dict[str, str] | None = None) -> Answe
     ]
     carried = d.get("share_of_log_ratio")
     if carried:
-        why.append("carried by: " + ", ".join(f"{k.replace('_', ' ')} {v:.0%}" for k, v in carried.items()))
+        parts = (f"{k.replace('_', ' ')} {percent(v)}" for k, v in carried.items())
+        why.append("carried by: " + ", ".join(parts))
     if pair.sensitivity:
         top = pair.sensitivity[0]
         lo, hi = sorted((top.ratio_at_minus_20pct, top.ratio_at_plus_20pct))
