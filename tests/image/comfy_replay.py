@@ -9,7 +9,8 @@ dependency order, one prompt at a time, reusing the outputs of nodes whose input
 previous prompt), sleeps a little per node, sends a sampler's steps as ``progress``, and makes PNG files of
 the workflow's size for the image outputs. Knobs: ``fail_class`` (an ``execution_error`` at the first node of
 that class: mid-graph), ``drop_ws_after_progress`` (the server closes every websocket once, after that many
-progress messages), ``node_s`` / ``step_s`` (seconds per node / per step).
+progress messages), ``node_s`` / ``step_s`` (seconds per node / per step), ``image`` (how an output file is
+made from its width, height and index: ``png`` by default, a gradient of at most 128×128).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import struct
 import time
 import uuid
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +73,7 @@ class Knobs:
     fail_class: str | None = None
     drop_ws_after_progress: int | None = None
     known_classes: set[str] | None = None
+    image: Callable[[int, int, int], bytes] | None = None
 
 
 @dataclass
@@ -230,7 +233,7 @@ async def _execute(
                 items = []
                 for i in range(batch):
                     name = f"ComfyUI_{pid[:8]}_{i:05d}_.png"
-                    app.files[name] = png(w, h, i)
+                    app.files[name] = (app.knobs.image or png)(w, h, i)
                     items.append({"filename": name, "subfolder": "", "type": kind})
                 out: dict[str, Any] = {"images": items}
             elif kind == "gifs":

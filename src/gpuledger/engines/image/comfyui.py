@@ -40,6 +40,7 @@ from typing import Any
 
 import aiohttp
 
+from gpuledger.boundedio import TooLarge, read_body
 from gpuledger.engines.base import CANNOT_CONNECT, ServerInfo
 from gpuledger.engines.image.base import ImageRequest, ImageResult
 from gpuledger.engines.image.thumbs import thumbnail_of_bytes
@@ -56,6 +57,10 @@ SAFETY_POLL_S = 5.0
 RECONNECT_TRIES = 5
 MAX_EARLY_PROMPTS = 64
 MAX_EARLY_MESSAGES = 10_000
+# Bytes of websocket text kept, over all prompts, for messages about prompts not registered yet: a server
+# that sends messages about unknown prompts (or huge ones) costs at most this much memory.
+MAX_EARLY_BYTES = 16 * 1024**2
+MAX_SMALL_BYTES = 64 * 1024  # answers of /interrupt and /queue: read and dropped
 OUTPUT_CLASSES = ("SaveImage", "PreviewImage")
 CACHED_NOTE = (
     "ComfyUI served this prompt from its cache (every node but the outputs was cached: the same inputs ran "
@@ -139,7 +144,12 @@ class ComfyUIEngine:
         self._ws: aiohttp.ClientWebSocketResponse | None = None
         self._reader: asyncio.Task[None] | None = None
         self._tracks: dict[str, _Track] = {}
-        self._early: dict[str, list[tuple[float, str, dict[str, Any]]]] = {}
+        # Messages about prompts not registered yet: (when, the message's text), kept as text (its size is
+        # what it costs) and parsed again when the prompt registers.
+        self._early: dict[str, list[tuple[float, str]]] = {}
+        self._early_sizes: dict[str, int] = {}  # characters of text kept per prompt
+        self.early_bytes = 0  # their sum (at most MAX_EARLY_BYTES)
+        self.early_dropped = 0  # early messages not kept (over the bounds)
         self._ws_up = asyncio.Event()
         self._closing = False
         self._system: dict[str, Any] = {}
@@ -206,6 +216,11 @@ class ComfyUIEngine:
                 },
                 "settings_applied": self.applied[:50],
                 "settings_not_placed": self.unplaced,
+                **({"early_messages_dropped": (
+                    f"{self.early_dropped} websocket messages about prompts this run had not queued (yet) "
+                    f"were not kept: over {MAX_EARLY_PROMPTS} prompts, {MAX_EARLY_MESSAGES} messages of "
+                    f"one or {MAX_EARLY_BYTES} bytes in all"
+                )} if self.early_dropped else {}),
             }
         }
 
@@ -225,9 +240,10 @@ class ComfyUIEngine:
     async def _get_json(self, path: str, timeout: float = 30.0) -> Any:
         assert self._session is not None
         async with self._session.get(self.base_url + path, timeout=aiohttp.ClientTimeout(total=timeout)) as r:
-            body = await r.content.read(MAX_JSON_BYTES + 1)
-            if len(body) > MAX_JSON_BYTES:
-                raise ValueError(f"{path}: answer over {MAX_JSON_BYTES} bytes")
+            try:
+                body = await read_body(r.content, MAX_JSON_BYTES, what=path)
+            except TooLarge:
+                raise ValueError(f"{path}: answer over {MAX_JSON_BYTES} bytes") from None
             if r.status != 200:
                 raise ValueError(f"{path}: HTTP {r.status}")
             return json.loads(body)
@@ -264,28 +280,42 @@ class ComfyUIEngine:
         await asyncio.sleep(5.0)  # keep trying now and then; requests follow /history meanwhile
 
     def _on_text(self, text: str) -> None:
-        try:
-            msg = json.loads(text)
-        except ValueError:
+        parsed = _message(text)
+        if parsed is None:
             return
-        if not isinstance(msg, dict) or not isinstance(msg.get("data"), dict):
-            return
-        kind, data = msg.get("type"), msg["data"]
-        pid = data.get("prompt_id")
-        if not isinstance(pid, str) or not isinstance(kind, str):
-            return
+        pid, kind, data = parsed
         now = time.perf_counter()
         track = self._tracks.get(pid)
         if track is None:
-            # ComfyUI may start a prompt before its POST /prompt answer reaches us: keep its messages (with
-            # when they came) until the request registers it; a bounded number of prompts, oldest dropped.
-            early = self._early.setdefault(pid[:128], [])
-            if len(early) < MAX_EARLY_MESSAGES:
-                early.append((now, kind, data))
-            while len(self._early) > MAX_EARLY_PROMPTS:
-                self._early.pop(next(iter(self._early)))
+            self._keep_early(pid[:128], (now, text))
             return
         self._apply(track, kind, data, now)
+
+    def _keep_early(self, pid: str, message: tuple[float, str]) -> None:
+        """ComfyUI may start a prompt before its POST /prompt answer reaches us: keep its messages (with
+        when they came) until the request registers it. Bounded: ``MAX_EARLY_MESSAGES`` per prompt,
+        ``MAX_EARLY_PROMPTS`` prompts and ``MAX_EARLY_BYTES`` of text in all (the oldest prompts' messages
+        are dropped first; a message larger than the whole budget is not kept)."""
+        early = self._early.get(pid)
+        size = len(message[1])
+        if size > MAX_EARLY_BYTES or (early is not None and len(early) >= MAX_EARLY_MESSAGES):
+            self.early_dropped += 1
+            return
+        if early is None:
+            early = self._early[pid] = []
+        early.append(message)
+        self._early_sizes[pid] = self._early_sizes.get(pid, 0) + size
+        self.early_bytes += size
+        while len(self._early) > MAX_EARLY_PROMPTS or self.early_bytes > MAX_EARLY_BYTES:
+            self._drop_early(next(iter(self._early)))
+
+    def _drop_early(self, pid: str) -> list[tuple[float, str]]:
+        messages = self._early.pop(pid, [])
+        self.early_bytes -= self._early_sizes.pop(pid, 0)
+        if pid in self._tracks:
+            return messages
+        self.early_dropped += len(messages)
+        return messages
 
     def _apply(self, track: _Track, kind: str, data: dict[str, Any], now: float) -> None:
         """One websocket message of ``track``'s prompt, received at ``now``."""
@@ -373,8 +403,10 @@ class ComfyUIEngine:
             return result
         track = _Track(t_send=t_send)
         self._tracks[pid] = track
-        for when, kind, data in self._early.pop(pid, []):
-            self._apply(track, kind, data, when)
+        for when, text in self._drop_early(pid):
+            parsed = _message(text)
+            if parsed is not None:
+                self._apply(track, parsed[1], parsed[2], when)
         result.prompt_id = pid
         try:
             await self._follow(pid, track, result)
@@ -395,10 +427,10 @@ class ComfyUIEngine:
         async with self._session.post(
             self.base_url + "/prompt", json=body, timeout=aiohttp.ClientTimeout(total=60.0)
         ) as r:
-            raw = await r.content.read(MAX_JSON_BYTES + 1)
             try:
+                raw = await read_body(r.content, MAX_JSON_BYTES, what="/prompt")
                 doc = json.loads(raw) if raw else {}
-            except ValueError:
+            except (ValueError, TooLarge):
                 doc = {}
             if r.status == 200 and isinstance(doc, dict) and isinstance(doc.get("prompt_id"), str):
                 return str(doc["prompt_id"])[:128]
@@ -479,7 +511,8 @@ class ComfyUIEngine:
             async with self._session.post(
                 self.base_url + path, json=body, timeout=aiohttp.ClientTimeout(total=5.0)
             ) as r:
-                await r.read()
+                with contextlib.suppress(TooLarge):
+                    await read_body(r.content, MAX_SMALL_BYTES, what=path)
 
     def _fill(self, result: ImageResult, track: _Track, patched: Patched) -> None:
         result.t_end = track.t_end or time.perf_counter()
@@ -553,12 +586,15 @@ class ComfyUIEngine:
             async with self._session.get(
                 self.base_url + "/view", params=params, timeout=aiohttp.ClientTimeout(total=30.0)
             ) as r:
-                blob = await r.content.read(MAX_VIEW_BYTES + 1)
                 status = r.status
+                blob = await read_body(r.content, MAX_VIEW_BYTES, what="/view")
+        except TooLarge:
+            result.notes.append(f"thumbnail not kept: /view answered more than {MAX_VIEW_BYTES} bytes")
+            return
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             result.notes.append(f"thumbnail not kept: /view failed ({_str(exc, 100)})")
             return
-        if status != 200 or len(blob) > MAX_VIEW_BYTES:
+        if status != 200:
             result.notes.append(f"thumbnail not kept: /view answered HTTP {status}")
             return
         result.output_bytes = len(blob)
@@ -567,6 +603,21 @@ class ComfyUIEngine:
             result.thumbnails.append(thumb)
         elif why:
             result.notes.append(why)
+
+
+def _message(text: str) -> tuple[str, str, dict[str, Any]] | None:
+    """A websocket text message as (prompt id, type, data); None when it is not one about a prompt."""
+    try:
+        msg = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(msg, dict) or not isinstance(msg.get("data"), dict):
+        return None
+    kind, data = msg.get("type"), msg["data"]
+    pid = data.get("prompt_id")
+    if not isinstance(pid, str) or not isinstance(kind, str):
+        return None
+    return pid, kind, data
 
 
 def _rejection(status: int, doc: Any) -> str:

@@ -22,14 +22,16 @@ from typing import Any
 
 import aiohttp
 
+from gpuledger.boundedio import TooLarge, read_body
 from gpuledger.engines.base import CANNOT_CONNECT, ServerInfo
 from gpuledger.engines.image.base import ImageRequest, ImageResult
-from gpuledger.engines.image.thumbs import image_size, thumbnail_of_bytes
+from gpuledger.engines.image.thumbs import NOT_AN_IMAGE, image_size, thumbnail_of_bytes
 from gpuledger.errors import EngineError
 from gpuledger.records.image import ImageSpec
 from gpuledger.urls import redact_url
 
 MAX_RESPONSE_BYTES = 512 * 1024**2
+MAX_MODELS_BYTES = 4 * 1024**2
 MAX_IMAGES = 1024
 PATH = "/v1/images/generations"
 
@@ -67,7 +69,7 @@ class OpenAIImagesEngine:
             async with self._session.get(
                 self.base_url + "/v1/models", timeout=aiohttp.ClientTimeout(total=10.0)
             ) as r:
-                body = await r.content.read(4 * 1024**2)
+                body = await read_body(r.content, MAX_MODELS_BYTES, what=f"{self.display_url}/v1/models")
                 if r.status == 200:
                     doc = json.loads(body)
                     data = doc.get("data") if isinstance(doc, dict) else None
@@ -78,7 +80,7 @@ class OpenAIImagesEngine:
                 f"{CANNOT_CONNECT} to {self.display_url}: {_short(exc, 200)}",
                 hint="start the image server or give --base-url",
             ) from exc
-        except (aiohttp.ClientError, ValueError):
+        except (aiohttp.ClientError, ValueError, TooLarge):
             models = []
         if self.model is None and models:
             self.model = models[0]
@@ -119,8 +121,12 @@ class OpenAIImagesEngine:
                 json=self.body(req),
                 timeout=aiohttp.ClientTimeout(total=self.request_timeout_s),
             ) as r:
-                raw = await r.content.read(MAX_RESPONSE_BYTES + 1)
+                raw = await read_body(r.content, MAX_RESPONSE_BYTES, what="the answer")
                 status = r.status
+        except TooLarge:
+            result.t_end = time.perf_counter()
+            result.error = f"the answer is over {MAX_RESPONSE_BYTES} bytes"
+            return result
         except (aiohttp.ClientConnectionError, OSError) as exc:
             result.t_end = time.perf_counter()
             result.error = f"{CANNOT_CONNECT} to {self.display_url}{PATH}: {_short(exc, 200)}"
@@ -134,9 +140,6 @@ class OpenAIImagesEngine:
             result.error = f"{type(exc).__name__}: {_short(exc, 200)}"
             return result
         result.t_end = time.perf_counter()
-        if len(raw) > MAX_RESPONSE_BYTES:
-            result.error = f"the answer is over {MAX_RESPONSE_BYTES} bytes"
-            return result
         try:
             doc = json.loads(raw)
         except ValueError:
@@ -154,6 +157,7 @@ class OpenAIImagesEngine:
         sizes: set[tuple[int, int]] = set()
         total = 0
         urls = 0
+        junk = 0
         for item in items:
             if not isinstance(item, dict):
                 continue
@@ -164,11 +168,13 @@ class OpenAIImagesEngine:
                 except (binascii.Error, ValueError):
                     result.notes.append("an entry's b64_json is not base64: not counted")
                     continue
+                size = image_size(blob)  # every entry's header and structure, not only the thumbnails'
+                if size is None:
+                    junk += 1
+                    continue
                 result.images += 1
                 total += len(blob)
-                size = image_size(blob)
-                if size is not None:
-                    sizes.add(size)
+                sizes.add(size)
                 if req.keep_thumbnail and not result.thumbnails:
                     thumb, why = thumbnail_of_bytes(blob, req.index)
                     if thumb is not None:
@@ -179,6 +185,9 @@ class OpenAIImagesEngine:
                 result.images += 1
                 urls += 1
         result.output_bytes = total or None
+        if junk:
+            entries = "entry" if junk == 1 else "entries"
+            result.notes.append(f"{junk} b64_json {entries} {NOT_AN_IMAGE}: not counted")
         if urls:
             result.notes.append(f"{urls} image(s) came as URLs: not fetched, their size is not known")
         if len(sizes) == 1:

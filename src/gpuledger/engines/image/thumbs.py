@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import importlib
 import io
+import zlib
 from typing import Any
 
 from gpuledger.records.image import MAX_THUMBNAIL_CHARS, THUMBNAIL_PX, Thumbnail
@@ -70,17 +71,94 @@ def thumbnail_of_bytes(blob: bytes, request: int) -> tuple[Thumbnail | None, str
 
 
 def image_size(blob: bytes) -> tuple[int, int] | None:
-    """(width, height) of an encoded image from its header, without Pillow: PNG and JPEG; None otherwise."""
-    if blob[:8] == b"\x89PNG\r\n\x1a\n" and len(blob) >= 24:
-        return int.from_bytes(blob[16:20], "big"), int.from_bytes(blob[20:24], "big")
-    if blob[:2] == b"\xff\xd8":
-        i = 2
-        while i + 9 < len(blob):
-            if blob[i] != 0xFF:
-                return None
-            marker = blob[i + 1]
-            length = int.from_bytes(blob[i + 2 : i + 4], "big")
-            if marker in (0xC0, 0xC1, 0xC2):
-                return int.from_bytes(blob[i + 7 : i + 9], "big"), int.from_bytes(blob[i + 5 : i + 7], "big")
-            i += 2 + length
+    """(width, height) of an encoded image, without Pillow and without decoding its pixels, when its bytes
+    hold the whole structure of one: PNG (signature, ``IHDR`` first, every chunk's length and CRC, an
+    ``IDAT``, ``IEND`` last), JPEG (``SOI``, its segments up to a frame header, ``EOI`` at the end), WebP
+    (``RIFF`` size, a ``VP8``/``VP8L``/``VP8X`` header) or GIF (header, logical screen, trailer); None for
+    anything else (a server's junk payload is not an image). Cheap enough for every image of every answer:
+    one CRC pass over a PNG, a walk over a JPEG's segment headers."""
+    if blob[:8] == _PNG:
+        return _png_size(blob)
+    if blob[:3] == b"\xff\xd8\xff":
+        return _jpeg_size(blob)
+    if blob[:4] == b"RIFF" and blob[8:12] == b"WEBP":
+        return _webp_size(blob)
+    if blob[:6] in (b"GIF87a", b"GIF89a"):
+        return _gif_size(blob)
     return None
+
+
+NOT_AN_IMAGE = "is not a whole PNG, JPEG, WebP or GIF image"
+_PNG = b"\x89PNG\r\n\x1a\n"
+MAX_SIDE = 1 << 20  # pixels on one side: more is no image a server generated
+
+
+def _sides(w: int, h: int) -> tuple[int, int] | None:
+    return (w, h) if 0 < w <= MAX_SIDE and 0 < h <= MAX_SIDE else None
+
+
+def _png_size(blob: bytes) -> tuple[int, int] | None:
+    i, n = 8, len(blob)
+    size: tuple[int, int] | None = None
+    data = False
+    while i + 12 <= n:
+        length = int.from_bytes(blob[i : i + 4], "big")
+        kind = blob[i + 4 : i + 8]
+        end = i + 12 + length
+        if end > n or zlib.crc32(blob[i + 4 : end - 4]) != int.from_bytes(blob[end - 4 : end], "big"):
+            return None
+        if i == 8:
+            if kind != b"IHDR" or length != 13:
+                return None
+            size = _sides(int.from_bytes(blob[16:20], "big"), int.from_bytes(blob[20:24], "big"))
+        data = data or kind == b"IDAT"
+        if kind == b"IEND":
+            return size if data and end == n else None
+        i = end
+    return None
+
+
+def _jpeg_size(blob: bytes) -> tuple[int, int] | None:
+    if not blob.rstrip(b"\x00").endswith(b"\xff\xd9"):
+        return None
+    i, n = 2, len(blob)
+    while i + 4 <= n:
+        if blob[i] != 0xFF:
+            return None
+        marker = blob[i + 1]
+        if marker == 0xFF:  # fill bytes
+            i += 1
+            continue
+        length = int.from_bytes(blob[i + 2 : i + 4], "big")
+        if length < 2 or i + 2 + length > n:
+            return None
+        if marker in (0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF):
+            if length < 7:
+                return None
+            height = int.from_bytes(blob[i + 5 : i + 7], "big")
+            return _sides(int.from_bytes(blob[i + 7 : i + 9], "big"), height)
+        if marker == 0xDA:  # scan data before any frame header
+            return None
+        i += 2 + length
+    return None
+
+
+def _webp_size(blob: bytes) -> tuple[int, int] | None:
+    if int.from_bytes(blob[4:8], "little") + 8 != len(blob) or len(blob) < 30:
+        return None
+    kind = blob[12:16]
+    if kind == b"VP8 " and blob[23:26] == b"\x9d\x01\x2a":
+        width, height = int.from_bytes(blob[26:28], "little"), int.from_bytes(blob[28:30], "little")
+        return _sides(width & 0x3FFF, height & 0x3FFF)
+    if kind == b"VP8L" and blob[20] == 0x2F:
+        bits = int.from_bytes(blob[21:25], "little")
+        return _sides((bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1)
+    if kind == b"VP8X":
+        return _sides(int.from_bytes(blob[24:27], "little") + 1, int.from_bytes(blob[27:30], "little") + 1)
+    return None
+
+
+def _gif_size(blob: bytes) -> tuple[int, int] | None:
+    if len(blob) < 14 or not blob.endswith(b"\x3b"):
+        return None
+    return _sides(int.from_bytes(blob[6:8], "little"), int.from_bytes(blob[8:10], "little"))

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuledger.boundedio import read_file
 from gpuledger.errors import InvalidInputError, UsageError
 from gpuledger.records.image import NodeOverride
 
@@ -67,11 +68,9 @@ def load_workflow(path: Path) -> Workflow:
     to export the API format; anything else that is not ``{id: {"class_type": str, "inputs": {...}}}`` is
     ``InvalidInputError`` (exit 4) naming the first problem."""
     try:
-        raw = path.read_bytes()
+        raw = read_file(path, MAX_WORKFLOW_BYTES, what=f"--workflow {path}")  # a FIFO or /dev/zero too
     except OSError as exc:
         raise UsageError(f"--workflow {path}: cannot be read ({exc.strerror or exc})") from exc
-    if len(raw) > MAX_WORKFLOW_BYTES:
-        raise InvalidInputError(f"--workflow {path}: {len(raw)} bytes, over the {MAX_WORKFLOW_BYTES} allowed")
     try:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
