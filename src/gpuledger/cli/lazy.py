@@ -25,7 +25,8 @@ from gpuledger.cli.numeric import bound_numbers
 
 @dataclass(frozen=True, slots=True)
 class CommandEntry:
-    """A command of ``gpuledger``: its name, the module whose ``register(app)`` defines it, its one-line help."""
+    """A command of ``gpuledger``: its name, the module whose ``register(app)`` defines it, its one-line
+    help."""
 
     name: str
     module: str
@@ -71,7 +72,8 @@ class LazyCommands(Mapping[str, Any]):
 
 
 class LazyGroup(TyperGroup):
-    """typer's group with commands from ``ENTRIES`` (set by a subclass), loaded as the module docstring says."""
+    """typer's group with commands from ``ENTRIES`` (set by a subclass), loaded as the module docstring
+    says."""
 
     ENTRIES: tuple[CommandEntry, ...] = ()
 
