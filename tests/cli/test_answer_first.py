@@ -177,7 +177,9 @@ def test_run_opens_with_the_price_and_prints_its_power_rule_once(
         run_cmd._render(doc)
         out = capsys.readouterr().out
         lines = [line for line in out.splitlines() if line.strip()]
-        assert lines[2].startswith(price), lines[:4]
+        # the header (what ran where: one line or more, by the CPU's name), the run id, then the price
+        head = next(i for i, line in enumerate(lines) if line.startswith("run "))
+        assert lines[head + 1].startswith(price), lines[:head + 2]
         assert not too_wide(out, width) and not cut_numbers(out, wide) and not split_in_cells(out), out
         if doc["power"]["measured_w"] is None:  # no RAPL here: the price rests on the TDP rule
             assert out.count("CodeCarbon") == 1, out
