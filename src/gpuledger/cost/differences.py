@@ -10,7 +10,7 @@ from gpuledger.bench.server_state import QUEUE_NOTE_MS
 from gpuledger.cost.groups import REPEAT_KEY
 from gpuledger.cost.runcost import RunCost
 from gpuledger.cost.runview import flat
-from gpuledger.records import RunInfo, RunSummary, dump_spec
+from gpuledger.records import RunInfo, RunSummary
 
 # Environment/config keys are compared by their words (``torch.cuda_version`` -> torch, cuda, version).
 _VENDOR_STACK_WORDS = frozenset(
@@ -181,7 +181,9 @@ def comparison_warnings(a: RunCost, b: RunCost) -> list[str]:
             + ", ".join(f"{k} = {wa.get(k)!r} vs {wb.get(k)!r}" for k in diff[:6])
             + (f" (+{len(diff) - 6} more)" if len(diff) > 6 else "")
         )
-    ca, cb = flat(dump_spec(ra.config)), flat(dump_spec(rb.config))
+    # Run settings are what was asked (and follows from it); what a run observed of its machine — free
+    # memory, the device's name, the telemetry sources found — is not (records.spec: BenchSpec.settings).
+    ca, cb = flat(ra.config.settings()), flat(rb.config.settings())
     cdiff = sorted(
         k
         for k in set(ca) | set(cb)

@@ -71,6 +71,7 @@ class ImageSpec(BenchSpec):
 
     KIND: ClassVar[str] = "image"
     LEGACY_ENGINES: ClassVar[tuple[str, ...]] = ()
+    OBSERVED: ClassVar[tuple[str, ...]] = (*BenchSpec.OBSERVED, "memory_free_bytes")
 
     # what to run
     model: str | None = None

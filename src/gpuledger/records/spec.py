@@ -187,6 +187,12 @@ class BenchSpec(SpecModel):
     # carry no "kind".
     LEGACY_ENGINES: ClassVar[tuple[str, ...]] = ()
 
+    # What the run observed of the machine rather than was asked to do (dotted paths in the spec's
+    # document): not run settings (``settings``). A kind adds its own: free memory, the device's name, ...
+    OBSERVED: ClassVar[tuple[str, ...]] = (
+        "telemetry.sources", "telemetry.error", "telemetry.samples_left_out", "telemetry.samples_not_saved",
+    )
+
     engine: str | None = None
     label: str | None = None
     telemetry: TelemetryRecord | None = None
@@ -197,6 +203,19 @@ class BenchSpec(SpecModel):
         kind = cls.__dict__.get("KIND")
         if kind:
             _KINDS[kind] = cls
+
+    def settings(self) -> dict[str, Any]:
+        """The spec's document without what the run observed of the machine (``OBSERVED``): what the user
+        asked for and what follows from it — what two runs must share to be like-for-like (compare)."""
+        doc = dump_spec(self)
+        for path in self.OBSERVED:
+            *parents, leaf = path.split(".")
+            node: Any = doc
+            for part in parents:
+                node = node.get(part) if isinstance(node, dict) else None
+            if isinstance(node, dict):
+                node.pop(leaf, None)
+        return doc
 
     # -- what the run does (the runner reads these) ---------------------------------------------------
     def dataset_spec(self) -> DatasetSpec | TokenIdDataset | None:

@@ -159,6 +159,10 @@ class TorchSpec(TorchModelSpec):
 
     KIND: ClassVar[str] = "torch"
     LEGACY_ENGINES: ClassVar[tuple[str, ...]] = ("torch",)
+    OBSERVED: ClassVar[tuple[str, ...]] = (
+        *BenchSpec.OBSERVED, "device_name", "build", "cpu_threads", "memory_estimate.available_bytes",
+        "memory_estimate.available_source", "memory_estimate.fits",
+    )
 
     batch_size: int | None = None
     concurrency: int | None = None  # = batch_size: every sequence of a batch is in flight together

@@ -136,6 +136,11 @@ class TrainSpec(TorchModelSpec):
 
     KIND: ClassVar[str] = "training"
     LEGACY_ENGINES: ClassVar[tuple[str, ...]] = ()
+    OBSERVED: ClassVar[tuple[str, ...]] = (
+        *TorchModelSpec.OBSERVED, "device_name", "build", "cpu_threads", "ranks", "peak_flops_per_s",
+        "peak_flops_source", "mfu_unavailable", "memory_estimate.available_bytes",
+        "memory_estimate.available_source", "memory_estimate.fits",
+    )
 
     batch_size: int | None = None
     seq_len: int | None = None
