@@ -108,7 +108,7 @@ def test_cost_of_a_group_gives_each_figure_with_its_interval_and_cv(
     assert rate["n"] == 3 and rate["ci95_low"] < rate["mean"] < rate["ci95_high"]
     assert rate["cv"] == pytest.approx(rate["sd"] / rate["mean"])
     price = next(v for k, v in doc["figures"].items() if k.startswith("cost per"))
-    assert price["n"] == 3 and price["ci95_half_width"] > 0
+    assert price["n"] == 3 and price["ci95_low"] < price["mean"] < price["ci95_high"]
     assert [c["run_id"] for c in doc["costs"]] == ids
     # A prefix of the group id names it too, and the terminal prints the interval's precision only.
     assert main(["cost", group[:7], "--no-save", *prof]) == 0
@@ -164,7 +164,7 @@ def test_the_report_of_a_group_leads_with_the_group_and_lists_each_runs_validity
     doc = cli_json(capsys, "report", group, *prof)
     answers = doc["sections"][0]["answers"]
     assert answers[0]["title"] == f"group {group} (3 runs)"
-    assert " ± " in answers[0]["headline"]
+    assert "95 % CI" in answers[0]["headline"]
     tables = [t for t in doc["sections"][0]["tables"] if t["key"] == "validity"]
     assert len(tables) == 3 and all("Validity of" in t["title"] for t in tables)
     run_answers = [a for a in answers if a["title"] in {f"rep ({i})" for i in ids}]

@@ -275,5 +275,5 @@ def test_the_report_of_a_group_leads_with_its_interval(
     doc = cli(capsys, "report", g["group"], *prof)
     answer = doc["sections"][0]["answers"][0]
     assert answer["title"] == f"group {g['group']} (3 runs)"
-    assert " ± " in answer["headline"] and "CV" in answer["headline"]
+    assert "95 % CI" in answer["headline"] and "CV" in answer["headline"]
     assert [r["id"] for r in doc["runs"]] == [r["id"] for r in g["runs"]]

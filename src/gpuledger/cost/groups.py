@@ -7,10 +7,17 @@ g-abcd2345``, ``gpuledger compare g-abcd2345 g-efgh6789``; a run id still names 
 
 Method (docs/bench.md, "Repeats"):
 
-- Mean of a figure over the group's runs with a Student-t interval: mean ± t(0.975, n − 1) · s / √n, s the
-  sample standard deviation (n − 1); the coefficient of variation is s / mean. The runs are taken as
-  independent draws of the same measurement; fewer than two runs give no interval.
-- The ratio of two groups (A ÷ B, e.g. output tokens per USD): the ratio of their means, with an interval
+- Mean of a figure over the group's runs: the arithmetic mean of the runs' figures, with a Student-t
+  interval: mean ± t(0.975, n − 1) · s / √n, s the sample standard deviation (n − 1: the spread of the
+  measurement estimated from a few repeats); the coefficient of variation is s / mean. The runs are taken
+  as independent draws of the same measurement; fewer than two runs give no interval.
+- The price of a unit is the one figure that is not an arithmetic mean: it is the reciprocal of the mean
+  units per currency unit (the unit's quantum ÷ that mean: the harmonic mean of the runs' prices), its
+  interval the reciprocal of that one's ends (exact, not symmetric; unbounded above when the yield's
+  interval reaches 0). So the group's price and its units per currency unit are reciprocals, as a run's
+  are, and the price is what the mean throughput costs.
+- The ratio of two groups (A ÷ B, e.g. output tokens per USD): the ratio of their arithmetic means, with an
+  interval
   from the delta method on the log of the ratio — se² = s_A² / (n_A m_A²) + s_B² / (n_B m_B²), Welch–
   Satterthwaite degrees of freedom, ratio · exp(± t · se) — so it is never negative and is symmetric in
   A and B (B ÷ A has the reciprocal interval). The groups are independent (no pairing of repeats). When the
@@ -18,7 +25,8 @@ Method (docs/bench.md, "Repeats"):
 - t quantiles come from the regularised incomplete beta function (continued fraction), inverted by
   bisection: exact to 1e-10 for any degrees of freedom, tested against published table values.
 
-``fmt_with_interval`` prints a mean to the precision its interval supports.
+``fmt_with_interval`` prints a mean to the precision its interval supports, and never rounds it away: a mean
+narrower than its interval keeps three significant figures (``"335 ± 4,100"``).
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from typing import Any, Protocol
 
 from gpuledger.cost.runcost import RunCost
 from gpuledger.errors import NotFoundError, UsageError
+from gpuledger.quantity import percent
 from gpuledger.records import RunInfo
 from gpuledger.store.ids import new_run_id
 
@@ -119,10 +128,19 @@ def t_quantile(p: float, df: float) -> float:
 # --------------------------------------------------------------------------------------------------
 
 
+ARITHMETIC = "the arithmetic mean of the runs' figures"
+SAMPLE_SD = "the sample standard deviation of the runs' figures (n − 1)"
+
+
 @dataclass(frozen=True, slots=True)
 class Interval:
     """The mean of ``n`` values with its ``level`` confidence interval (``half_width`` None: fewer than two
-    values, no interval), the sample standard deviation and the coefficient of variation."""
+    values, no interval), the sample standard deviation (n − 1) and the coefficient of variation.
+
+    ``mean_of`` says which mean it is (``ARITHMETIC`` unless made otherwise). ``bounds`` is an interval
+    that is not symmetric about the mean (``reciprocal``: the low and high ends, ``math.inf`` for an end
+    without bound); ``half_width`` is then half its width (what its digits are printed to), or the distance
+    from the mean to its low end when it has no high one."""
 
     mean: float
     half_width: float | None
@@ -131,37 +149,89 @@ class Interval:
     cv: float | None = None
     df: float | None = None
     level: float = LEVEL
+    mean_of: str = ARITHMETIC
+    bounds: tuple[float, float] | None = None
+    cv_of: str = "s ÷ mean"
 
     @property
     def low(self) -> float | None:
+        if self.bounds is not None:
+            return self.bounds[0]
         return None if self.half_width is None else self.mean - self.half_width
 
     @property
     def high(self) -> float | None:
+        """The high end (``math.inf`` when it has none: a reciprocal whose interval reached 0)."""
+        if self.bounds is not None:
+            return self.bounds[1]
         return None if self.half_width is None else self.mean + self.half_width
 
     def text(self, unit: str = "") -> str:
-        """``"12 ± 4 output tok/s"``: the mean to the precision the interval supports."""
-        out = fmt_with_interval(self.mean, self.half_width)
-        return f"{out} {unit}".rstrip()
+        """``"12 ± 4 output tok/s"``: the mean to the precision the interval supports; an interval that is
+        not symmetric about its mean as ``"0.622 USD (95 % CI 0.608 … 0.637)"``."""
+        if self.bounds is None:
+            return f"{fmt_with_interval(self.mean, self.half_width)} {unit}".rstrip()
+        return f"{fmt_at(self.mean, self._digits())} {unit}".rstrip() + f" ({self.range_text()})"
+
+    def _digits(self) -> float | None:
+        """The half width the figures are printed to: none (three significant figures) for an interval
+        without a high end — it supports no place."""
+        high = self.high
+        return None if high is not None and math.isinf(high) else self.half_width
+
+    def range_text(self) -> str:
+        """``"95 % CI 0.608 … 0.637"`` (``"… unbounded"`` without a high end); ``""`` without an interval."""
+        low, high = self.low, self.high
+        if low is None or high is None:
+            return ""
+        top = "unbounded" if math.isinf(high) else fmt_at(high, self._digits())
+        return f"{percent(self.level)} CI {fmt_at(low, self._digits())} … {top}"
+
+    def method(self) -> str:
+        if self.half_width is None:
+            return f"one value: no interval ({self.mean_of})"
+        if self.bounds is not None:
+            return self.mean_of
+        return (
+            f"{self.mean_of} ± t(0.975, n − 1)·s/√n (Student-t over runs), s {SAMPLE_SD}; CV = {self.cv_of}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
+        high = self.high
         return {
             "mean": self.mean,
-            "ci95_half_width": self.half_width,
+            "mean_of": self.mean_of,
+            "ci95_half_width": self.half_width if self.bounds is None else None,
             "ci95_low": self.low,
-            "ci95_high": self.high,
+            "ci95_high": None if high is None or math.isinf(high) else high,
+            **({"ci95_high_unbounded": math.isinf(high)} if self.bounds and high is not None else {}),
             "n": self.n,
             "sd": self.sd,
+            "sd_of": SAMPLE_SD if self.sd is not None else None,
             "cv": self.cv,
-            "method": "Student-t over runs: mean ± t(0.975, n−1)·s/√n"
-            if self.half_width is not None
-            else "one value: no interval",
+            "cv_of": self.cv_of if self.cv is not None else None,
+            "method": self.method(),
         }
+
+    def reciprocal(self, mean_of: str, scale: float = 1.0) -> Interval:
+        """``scale`` ÷ this mean, with the interval ``scale`` ÷ its ends (exact: the same coverage), the high
+        end unbounded when this interval reaches 0; its CV is this one's (the relative spread of the values
+        it inverts). This mean must be positive."""
+        if self.mean <= 0 or scale <= 0:
+            raise ValueError(f"a reciprocal needs a positive mean and scale, got {self.mean} and {scale}")
+        mean = scale / self.mean
+        cv_of = "the CV of the figures it is the reciprocal of"
+        if self.half_width is None or self.low is None or self.high is None:
+            return Interval(mean, None, self.n, None, self.cv, self.df, self.level, mean_of, None, cv_of)
+        low = scale / self.high
+        high = scale / self.low if self.low > 0 else math.inf
+        half = (high - low) / 2.0 if math.isfinite(high) else mean - low
+        return Interval(mean, half, self.n, None, self.cv, self.df, self.level, mean_of, (low, high), cv_of)
 
 
 def mean_interval(values: Iterable[float], level: float = LEVEL) -> Interval | None:
-    """The mean of ``values`` with its Student-t interval; None for no values."""
+    """The arithmetic mean of ``values`` with its Student-t interval (s: the sample standard deviation,
+    n − 1); None for no values."""
     v = [float(x) for x in values if math.isfinite(x)]
     n = len(v)
     if n == 0:
@@ -220,7 +290,8 @@ class RatioInterval:
             "df": self.df,
             "distinguishable_at_95": self.distinguishable,
             "meaning": self.meaning(),
-            "method": "ratio of means; delta method on ln(ratio), Welch–Satterthwaite df, ratio·exp(±t·se)",
+            "method": "ratio of the groups' arithmetic means; delta method on ln(ratio) with the sample "
+            "standard deviations (n − 1), Welch–Satterthwaite df, ratio·exp(±t·se)",
         }
 
 
@@ -261,24 +332,58 @@ def _round(value: float, place: int) -> float:
     return float(Decimal(repr(value)).quantize(Decimal(1).scaleb(place), rounding=ROUND_HALF_UP))
 
 
+# A half width this small against the value is the floating point's rounding, not a spread (identical runs).
+_RESOLUTION = 1e-9
+
+
+def _wider(value: float, place: int) -> bool:
+    """Rounding ``value`` to 10**``place`` would take its leading digit: the interval is wider than it."""
+    return value != 0 and math.isfinite(value) and math.floor(math.log10(abs(value))) < place
+
+
+def _significant(value: float, digits: int) -> str:
+    """``value`` rounded to ``digits`` significant figures: 334.55 -> ``"335"``, 832441 -> ``"832,000"``."""
+    if value == 0 or not math.isfinite(value):
+        return _sig(value, digits)
+    place = math.floor(math.log10(abs(value))) - (digits - 1)
+    return f"{_round(value, place):,.{max(0, -place)}f}"
+
+
+def _resolved(value: float, half_width: float | None) -> float | None:
+    """``half_width``, or 0 when it is below the floating point's resolution of ``value``."""
+    if half_width is not None and math.isfinite(half_width) and half_width <= _RESOLUTION * abs(value):
+        return 0.0
+    return half_width
+
+
 def fmt_at(value: float, half_width: float | None) -> str:
     """``value`` rounded to the place an interval of ``half_width`` supports (three significant figures
-    without one)."""
+    without one — and when the interval is wider than the value's leading digit: the value keeps its
+    significant digits whatever the interval's size)."""
+    half_width = _resolved(value, half_width)
     if half_width is None or not math.isfinite(half_width) or half_width <= 0:
         return _sig(value, 3)
     place = _place(half_width)
+    if _wider(value, place):
+        return _significant(value, 3)
     return f"{_round(value, place):,.{max(0, -place)}f}"
 
 
 def fmt_with_interval(mean: float, half_width: float | None) -> str:
     """``mean ± half_width`` rounded to the interval's leading digit (two digits when it is a 1): 12.13 ±
-    3.61 -> ``"12 ± 4"``, 0.6224 ± 0.0143 -> ``"0.622 ± 0.014"``, 2034 ± 340 -> ``"2,000 ± 300"``. Without
-    an interval (None) the mean with three significant figures; a zero interval prints ``± 0``."""
+    3.61 -> ``"12 ± 4"``, 0.6224 ± 0.0143 -> ``"0.622 ± 0.014"``, 2034 ± 340 -> ``"2,000 ± 300"``. An
+    interval wider than the mean's leading digit does not round the mean away: the mean keeps three
+    significant figures and the half width two (334.55 ± 4122 -> ``"335 ± 4,100"``, not ``"0 ± 4,000"``).
+    Without an interval (None) the mean with three significant figures; a zero interval (or one below the
+    floating point's resolution of the mean: identical runs) prints ``± 0``."""
+    half_width = _resolved(mean, half_width)
     if half_width is None or not math.isfinite(half_width):
         return _sig(mean, 3)
     if half_width <= 0:
         return f"{_sig(mean, 3)} ± 0"
     place = _place(half_width)
+    if _wider(mean, place):
+        return f"{_significant(mean, 3)} ± {_significant(half_width, 2)}"
     shown = _round(half_width, place) or 10.0**place
     return f"{fmt_at(mean, half_width)} ± {shown:,.{max(0, -place)}f}"
 
@@ -411,22 +516,30 @@ def measured_figures(runs: Sequence[RunInfo]) -> list[GroupFigure]:
 
 
 def cost_figures(costs: Sequence[RunCost]) -> list[GroupFigure]:
-    """The price of each run's headline unit and what one currency unit buys, over the group."""
+    """The price of each run's headline unit and what one currency unit buys, over the group: what one
+    currency unit buys is the arithmetic mean of the runs' figures (with its Student-t interval), and the
+    price is its reciprocal — the unit's quantum ÷ that mean, the harmonic mean of the runs' prices, with
+    the interval the reciprocal of its ends — so the two figures agree (the group's price buys its yield)."""
     if not costs:
         return []
     first = costs[0]
     head = first.inputs.unit(first.headline)
-    price = _figure(
+    per_money = f"{head.plural} per {first.currency}"
+    yield_ = _figure(
+        "per_money", per_money, head.plural, [c.evaluation.per_money(first.headline) for c in costs]
+    )
+    prices = [c.evaluation.cost_per(first.headline) for c in costs]
+    mean_of = (
+        f"1 ÷ the arithmetic mean of the runs' {per_money}, {head.per_text()}: the harmonic mean of the "
+        f"runs' prices, the reciprocal of the group's {per_money}"
+    )
+    iv = yield_.interval
+    price = GroupFigure(
         "cost_per_unit",
         f"cost {head.per_text()}",
         first.currency,
-        [c.evaluation.cost_per(first.headline) for c in costs],
-    )
-    yield_ = _figure(
-        "per_money",
-        f"{head.plural} per {first.currency}",
-        head.plural,
-        [c.evaluation.per_money(first.headline) for c in costs],
+        tuple(prices),
+        iv.reciprocal(mean_of, head.price_per) if iv is not None and iv.mean > 0 else None,
     )
     return [price, yield_]
 

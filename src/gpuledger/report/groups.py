@@ -1,6 +1,10 @@
 """Groups of repeated runs as the renderers show them: each figure's mean with its 95 % interval and CV,
-printed to the precision the interval supports (``cost.groups.fmt_with_interval``), and the ratio of two
-groups with its interval and whether it is distinguishable from 1.
+printed to the precision the interval supports (``cost.groups.fmt_with_interval``; a mean narrower than its
+interval keeps its significant digits), and the ratio of two groups with its interval and whether it is
+distinguishable from 1. Every answer says which mean and which standard deviation its figures use
+(``METHOD``): the arithmetic mean of the runs' figures and the sample standard deviation (n − 1), except
+the price, which is the reciprocal of the mean units per currency unit (the harmonic mean of the runs'
+prices), so that the two agree.
 
 ``group_answer`` / ``group_comparison_answer`` are answer blocks (the report's answer section, ``cost`` and
 ``compare`` of groups); ``group_table`` lists a group's runs one per row; ``print_group`` and
@@ -22,29 +26,39 @@ from gpuledger.cost.groups import (
     repeat_of,
     summarize_group,
 )
+from gpuledger.quantity import percent
 from gpuledger.report import fmt
 from gpuledger.report.layout import Notes, paragraph, print_table
 from gpuledger.report.model import Answer, Table
 from gpuledger.report.terminal import print_answer
 
 METHOD = (
-    "mean ± 95 % Student-t interval over the runs (t(0.975, n−1)·s/√n); CV = s / mean (docs/bench.md, "
-    "'Repeats')"
+    "each figure: the arithmetic mean of the runs' figures ± its 95 % Student-t interval "
+    "(t(0.975, n − 1)·s/√n, s the sample standard deviation, n − 1), CV = s ÷ mean; the price is 1 ÷ the "
+    "mean units per currency unit (the harmonic mean of the runs' prices, so the two agree), its interval "
+    "the reciprocal of that one's (docs/bench.md, 'Repeats')"
 )
 RATIO_METHOD = (
-    "ratio of the groups' means; interval from the delta method on ln(ratio) with Welch–Satterthwaite "
-    "degrees of freedom (docs/bench.md, 'Repeats')"
+    "ratio of the groups' arithmetic means; interval from the delta method on ln(ratio) with the sample "
+    "standard deviations (n − 1) and Welch–Satterthwaite degrees of freedom (docs/bench.md, 'Repeats')"
 )
+# A spread between repeats this large says one run alone would have said less than its digits suggest.
+DISAGREE_CV = 0.10
 
 
 def figure_cell(f: GroupFigure) -> str:
-    """``"12 ± 4 output tok/s (CV 25 %, 3 runs)"``."""
+    """``"12 ± 4 output tok/s (95 % CI, n = 3; CV 25 %)"``; a price, the reciprocal of the mean units per
+    currency unit: ``"0.622 USD (95 % CI 0.608 … 0.637, n = 3; CV 1.2 %)"``."""
     iv = f.interval
     if iv is None:
         return f"n/a — no run had a {f.label}"
-    cv = f"CV {iv.cv * 100:.0f} %, " if iv.cv is not None else ""
-    runs = f"{iv.n} run{'s' if iv.n != 1 else ''}"
-    return f"{iv.text(f.unit)} ({cv}{runs})"
+    cv = f"; CV {percent(iv.cv, DISAGREE_CV)}" if iv.cv is not None else ""
+    if iv.half_width is None:
+        return f"{iv.text(f.unit)} (n = {iv.n}: no interval{cv})"
+    if iv.bounds is not None:
+        shown = iv.text(f.unit).removesuffix(f" ({iv.range_text()})")
+        return f"{shown} ({iv.range_text()}, n = {iv.n}{cv})"
+    return f"{iv.text(f.unit)} ({percent(iv.level)} CI, n = {iv.n}{cv})"
 
 
 def _verdict_line(g: GroupSummary) -> str | None:
@@ -65,14 +79,12 @@ def group_answer(g: GroupSummary, title: str | None = None) -> Answer:
     line = _verdict_line(g)
     if line:
         why.append(line)
-    wide = [
-        f for f in figures if f.interval is not None and f.interval.cv is not None and f.interval.cv >= 0.1
-    ]
+    spread = [(f.label, iv.cv) for f in figures if (iv := f.interval) is not None and iv.cv is not None]
+    wide = [(label, cv) for label, cv in spread if cv >= DISAGREE_CV]
     if wide:
-        worst = max(wide, key=lambda f: f.interval.cv if f.interval and f.interval.cv else 0.0)
-        assert worst.interval is not None and worst.interval.cv is not None
+        label, cv = max(wide, key=lambda w: w[1])
         why.append(
-            f"the runs disagree: {worst.label} varies {worst.interval.cv:.0%} (CV) between repeats — one run "
+            f"the runs disagree: {label} varies {percent(cv, DISAGREE_CV)} (CV) between repeats — one run "
             "alone would have said less than its digits suggest"
         )
     return Answer(
@@ -122,7 +134,8 @@ def group_table(g: GroupSummary) -> Table:
         title=f"The runs of group {g.name}",
         columns=tuple(columns),
         rows=tuple(rows),
-        provenance="Each run's own figures, rounded to the place its group's interval supports.",
+        provenance="Each run's own figures, rounded to the place its group's interval supports (a figure "
+        "narrower than that interval keeps three significant digits).",
     )
 
 
