@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from rich.text import Text
 
 from gpuledger.cli.common import console
+from gpuledger.quantity import percent
 
 if TYPE_CHECKING:
     from gpuledger.cost import Comparison, Estimate, RunCost
@@ -143,8 +144,8 @@ def render_cost(
     rows: list[tuple[Cell, ...]] = []
     for key, value in hourly.components().items():
         if value or key == "labour" or (key == "energy" and hourly.mode == "ownership"):
-            rows.append((labels[key], _money(value, ""), _pct(shares[key])))
-    rows.append((Text("total", style="bold"), Text(_money(hourly.total, ""), style="bold"), "100%"))
+            rows.append((labels[key], _money(value, ""), percent(shares[key], 1.0)))  # not "-0%", "100%"
+    rows.append((Text("total", style="bold"), Text(_money(hourly.total, ""), style="bold"), "100 %"))
     print_table(console, f"Hourly cost ({cur} per wall-clock hour)", ("component", f"{cur}/h", "share"), rows)
     render_operating_point(cost, notes)
     d = doc if doc is not None else cost.to_dict()

@@ -90,7 +90,7 @@ def _largest_component(cost: RunCost) -> str:
     shares = hourly.shares()
     key = max(shares, key=lambda k: shares[k])
     return (
-        f"{_COMPONENT_WORDS.get(key, key)} is {percent(shares[key])} of the "
+        f"{_COMPONENT_WORDS.get(key, key)} is {percent(shares[key], 1.0)} of the "
         f"{_money(hourly.total, cost.currency)}/h this stack costs"
     )
 
