@@ -100,7 +100,7 @@ def render_run(info: RunInfo) -> None:
     print_table(console, f"Throughput (measured window{sweep})", ("metric", "value"), rows, header=False)
     print_table(
         console,
-        f"Latency (ms{sweep})",
+        f"Latency (ms{sweep}; std: the population standard deviation, ÷ n)",
         ("metric", "mean", "p50", "p90", "p99", "std", "n"),
         [
             _lat_cells("TTFT", s.get("ttft_ms")),

@@ -101,7 +101,8 @@ def latency_section(runs: list[RunData], gap_budget: int) -> Section:
             "Latency (ms)",
             rows,
             "Milliseconds, client-side timestamps (time.perf_counter) of every successful request; "
-            "n = requests (TTFT, TPOT, E2E) or tokens (ITL). Definitions under how measured.",
+            "n = requests (TTFT, TPOT, E2E) or tokens (ITL); std = the population standard deviation (÷ n) "
+            "of those values. Definitions under how measured.",
         ),
         figures=tuple(figures),
         not_measured=tuple(missing),
