@@ -138,6 +138,12 @@ class SlurmCluster:
         raise RuntimeError(f"the Slurm node did not become idle within {READY_S:g} s (sinfo: {state!r}); "
                            f"logs in {self.base}")
 
+    def squeue(self, arrays: list[str]) -> dict[str, str]:
+        """Each task of the arrays still known to squeue, and its state."""
+        proc = subprocess.run(["squeue", "-h", "-r", "-t", "all", "-j", ",".join(arrays), "-o", "%i|%T"],
+                              capture_output=True, text=True, timeout=30, env=self.env())
+        return dict(line.split("|", 1) for line in proc.stdout.split() if "|" in line)
+
     def log_tail(self, lines: int = 20) -> str:
         out = []
         for name in ("slurmctld.log", "slurmd.log"):

@@ -244,14 +244,14 @@ def run_matrix(
         slurm = SlurmCells(loaded, max_parallel)  # Slurm checked before the matrix is created
     on_ray = slurm is None and check_where(ray, store.backend)
     where = "in this process, one after another" if not on_ray else ""
-    if slurm is not None:
-        where = slurm.where
     if on_ray:
         where = cluster.connect(ray)
     try:
         matrix_id, resumed = _prepare(store, loaded, resume)
-        if slurm is not None and resumed:
-            slurm.check_none_queued(matrix_id)
+        if slurm is not None:
+            if resumed:
+                slurm.check_none_queued(store, matrix_id)
+            where = slurm.where(matrix_id)
         tasks, complete = _tasks(store, loaded, matrix_id, db, secrets_from_env=slurm is not None)
         result = MatrixRun(matrix_id, where, resumed, len(loaded.cells) * loaded.repeat,
                            already_complete=complete)

@@ -12,6 +12,7 @@
       folder: slurm-jobs          # where the tasks' pickles and logs go: a folder every node sees
       python: /shared/venv/bin/python   # the Python with gpuledger on the nodes (default: this one)
       setup: ["module load cuda"]       # shell lines run before each cell
+      result_wait_s: 15           # how long a task that left the queue may take to show its result
       sbatch: {exclusive: true, mail-type: FAIL}   # any other sbatch option
       targets:                    # per target: its own nodes
         h100: {constraint: h100, nodelist: "gpu[01-04]"}
@@ -103,6 +104,7 @@ class SlurmSection(BaseModel):
     folder: str = Field(default="slurm-jobs", min_length=1, max_length=1024)
     python: str | None = Field(default=None, min_length=1, max_length=1024)
     setup: list[str] = Field(default_factory=list, max_length=32)
+    result_wait_s: int = Field(default=15, ge=0, le=600)
     sbatch: dict[SbatchKey, Annotated[str, StringConstraints(max_length=256)] | int | Literal[True]] = Field(
         default_factory=dict, max_length=32)
     targets: dict[str, SlurmTarget] = Field(default_factory=dict, max_length=1000)

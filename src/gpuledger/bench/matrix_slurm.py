@@ -12,8 +12,8 @@ writing its run into the store the matrix shares.
 - **Following.** Every ``POLL_S`` the tasks' results (pickles in the folder) are read and their states
   asked of ``squeue``: pending, running, done, failed per cell (``Events.on_progress``). A task that left
   the queue without a result (its node died, the time limit, Python missing on the node) is recorded
-  ``failed`` after ``RESULT_GRACE_S`` (a shared file system may show the result late), with its job id
-  and its log's last lines; so is one whose function raised.
+  ``failed`` after ``slurm.result_wait_s`` (a shared file system may show the result late), with its job
+  id and its log's last lines; so is one whose function raised.
 - **Ctrl-C** (or SIGTERM): the matrix is marked ``stopping`` (the running cells end ``incomplete`` within a
   second, with what they finished), the array's pending tasks are cancelled (``scancel
   --state=PENDING``) and stay ``pending`` in the store; the command waits for the running ones, then
@@ -44,7 +44,6 @@ from gpuledger.facts.runner import Runner
 from gpuledger.store import Store
 
 POLL_S = 1.0
-RESULT_GRACE_S = 15.0
 QUEUE_LOST_S = 300.0
 JOBS_FILE = "jobs.json"
 _DOC = ConfigDict(extra="forbid")
@@ -220,35 +219,51 @@ class SlurmCells:
                     f"({', '.join(partitions)})",
                     hint="sinfo lists them")
         self.folder = _folder(loaded)
-        used = sorted({o.partition or "the default partition" for o, _ in groups})
-        self.where = (f"on Slurm, {len(groups)} job array{'s' if len(groups) != 1 else ''} "
-                      f"({', '.join(used)}); tasks' logs in {self.folder}/MATRIX_ID")
+        self._arrays_planned = len(groups)
+        self._partitions = sorted({o.partition or "the default partition" for o, _ in groups})
 
-    def check_none_queued(self, matrix_id: str) -> None:
-        """Refuse to resume a matrix whose earlier arrays still have tasks in the queue (they would run the
-        same cells twice)."""
-        arrays = self._arrays(self.folder / matrix_id)
+    def where(self, matrix_id: str) -> str:
+        n = self._arrays_planned
+        return (f"on Slurm, {n} job array{'s' if n != 1 else ''} ({', '.join(self._partitions)}); the tasks' "
+                f"logs in {self.folder / matrix_id}")
+
+    def check_none_queued(self, store: Store, matrix_id: str) -> None:
+        """Refuse to resume a matrix while tasks of its earlier arrays are still queued for cells that are
+        not complete (they would run the same cells twice). A task whose cell is complete is only ending."""
+        arrays, cells = self._submitted(self.folder / matrix_id)
         states, why = slurm.queue_states(self._run, arrays)
         if why is not None:
             raise ResourceError(f"cannot tell whether matrix {matrix_id}'s earlier tasks are still queued: "
                                 f"{why}")
-        queued = sorted({k.partition("_")[0] for k, s in states.items() if s in slurm.QUEUED})
+        complete = {(c.key, c.repeat) for c in store.matrix_cells(matrix_id) if c.status == "complete"}
+        # A bare array id is the array's pending rest: its cells are not known, so not complete.
+        queued = sorted({job.partition("_")[0] for job, st in states.items()
+                         if st in slurm.QUEUED and cells.get(job) not in complete})
         if queued:
             raise UsageError(f"matrix {matrix_id} still has Slurm tasks in the queue (job arrays "
                              f"{', '.join(queued)}): let them end or scancel {' '.join(queued)}, then resume")
 
     @staticmethod
-    def _arrays(folder: Path) -> list[str]:
+    def _submitted(folder: Path) -> tuple[list[str], dict[str, tuple[str, int]]]:
+        """The arrays submitted for the matrix before, and the cell × repeat of each task."""
         try:
             doc = json.loads((folder / JOBS_FILE).read_text())
         except (OSError, ValueError):
-            return []
-        arrays = doc.get("arrays") if isinstance(doc, dict) else None
-        return [a for a in arrays if isinstance(a, str)] if isinstance(arrays, list) else []
+            return [], {}
+        if not isinstance(doc, dict):
+            return [], {}
+        arrays = doc.get("arrays")
+        tasks = doc.get("tasks")
+        pairs = tasks.items() if isinstance(tasks, dict) else ()
+        cells = {str(job): (cell[0], cell[1]) for job, cell in pairs
+                 if isinstance(cell, list) and len(cell) == 2 and isinstance(cell[0], str)
+                 and isinstance(cell[1], int)}
+        return ([a for a in arrays if isinstance(a, str)] if isinstance(arrays, list) else []), cells
 
-    def _remember(self, folder: Path, arrays: Sequence[str]) -> None:
+    def _remember(self, folder: Path, arrays: Sequence[str], cells: Mapping[str, tuple[str, int]]) -> None:
+        doc = {"arrays": list(arrays), "tasks": {job: list(cell) for job, cell in cells.items()}}
         try:
-            (folder / JOBS_FILE).write_text(json.dumps({"arrays": list(arrays)}) + "\n")
+            (folder / JOBS_FILE).write_text(json.dumps(doc) + "\n")
         except OSError as exc:
             raise InvalidInputError(f"cannot write {folder / JOBS_FILE}: {exc.strerror or exc}") from exc
 
@@ -260,7 +275,7 @@ class SlurmCells:
         """Submit ``tasks`` and follow them to their ends (the module docstring says how)."""
         folder = self.folder / matrix_id
         followed: dict[str, _Followed] = {}
-        arrays = self._arrays(folder)
+        arrays, cells = self._submitted(folder)
         with first_signal_stops(state):
             try:
                 for options, members in _grouped(self._section, tasks, lambda tc: tc[1].target.key_name):
@@ -273,8 +288,9 @@ class SlurmCells:
                                               python=self._section.python, environment=secrets)
                     for job, (task, _cell) in zip(jobs, members, strict=True):
                         followed[job.job_id] = _Followed(job, task)
+                        cells[job.job_id] = (task.key, task.repeat)
                     arrays.extend(dict.fromkeys(j.array_id for j in jobs))
-                    self._remember(folder, arrays)
+                    self._remember(folder, arrays, cells)
                 self._follow(store, matrix_id, followed, arrays, state, record, stopping, on_progress)
             except KeyboardInterrupt:
                 slurm.cancel(self._run, arrays)
@@ -297,15 +313,17 @@ class SlurmCells:
                 cell = (f.task.key, f.task.repeat)
                 if f.job.result_ready():
                     out = self._outcome(store, f)
-                elif queue.states.get(job_id) in slurm.QUEUED:
+                elif (last := slurm.state_of(queue.states, job_id)) in slurm.QUEUED:
                     f.gone_since = None
-                    progress[cell] = "pending" if queue.states[job_id] == "PENDING" else "running"
+                    progress[cell] = "pending" if last == "PENDING" else "running"
                     continue
                 else:
                     f.gone_since = f.gone_since or now
-                    if now - f.gone_since < RESULT_GRACE_S:
+                    # A task cancelled while pending has no result to wait for.
+                    no_result_coming = cancelled and last == "CANCELLED"
+                    if not no_result_coming and now - f.gone_since < self._section.result_wait_s:
                         continue
-                    out = self._ended(store, f, queue.states.get(job_id), cancelled)
+                    out = self._ended(store, f, last, cancelled)
                 del followed[job_id]
                 progress[cell] = "failed" if out["status"] == "failed" else (
                     "not run" if out["status"] == "not run" else "done")

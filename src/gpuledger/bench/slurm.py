@@ -43,7 +43,7 @@ _LOG_TAIL_BYTES = 64 * 1024
 QUEUED = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD",
                     "REQUEUE_FED", "RESIZING", "SUSPENDED", "STOPPED", "SIGNALING", "STAGE_OUT",
                     "RESV_DEL_HOLD"})
-_QUEUE_LINE = re.compile(r"^(\d{1,12})_(\d{1,7})\|([A-Z_]{1,32})$")
+_QUEUE_LINE = re.compile(r"^(\d{1,12}(?:_\d{1,7})?)\|([A-Z_]{1,32})$")  # an array's task, or a lone job
 _JOB_ID = re.compile(r"^\d{1,12}$")
 
 
@@ -211,8 +211,11 @@ def submit_array(folder: Path, parameters: Mapping[str, Any], fn: Callable[..., 
 
 
 def queue_states(run: Runner, array_ids: Sequence[str]) -> tuple[dict[str, str], str | None]:
-    """Each array task still known to squeue (running, pending, or ended a few minutes ago: Slurm's
-    MinJobAge) and its state; with, when squeue did not answer, why (the states are then empty)."""
+    """Each array task (``ARRAY_INDEX``) still known to squeue (running, pending, or ended a few minutes
+    ago: Slurm's MinJobAge) and its state; a line of an array's bare id is the state of its tasks not
+    listed on their own (the pending rest of an array, cancelled: ``state_of``), or a lone job's (submitit
+    submits an array of one as one job). With, when squeue did not answer, why (the states are then
+    empty)."""
     ids = [a for a in array_ids if _JOB_ID.match(a)]
     if not ids:
         return {}, None
@@ -226,8 +229,13 @@ def queue_states(run: Runner, array_ids: Sequence[str]) -> tuple[dict[str, str],
     for line in result.stdout.splitlines():
         m = _QUEUE_LINE.match(line.strip())
         if m:
-            states[f"{m.group(1)}_{m.group(2)}"] = m.group(3)
+            states[m.group(1)] = m.group(2)
     return states, None
+
+
+def state_of(states: Mapping[str, str], job_id: str) -> str | None:
+    """A task's state in what ``queue_states`` returned."""
+    return states.get(job_id) or states.get(job_id.partition("_")[0])
 
 
 def cancel(run: Runner, array_ids: Sequence[str], *, pending_only: bool = False) -> str | None:
