@@ -1,0 +1,145 @@
+"""Workload kinds: each workload gpuledger measures is one package under ``gpuledger.kinds``.
+
+The essay compares three workloads — LLM inference (``text``), PyTorch training (``train``) and image
+generation (``image``) — and a fourth (embeddings, say) is a fourth package. A kind's package defines
+``KIND``, a :class:`WorkloadKind`, in its ``__init__.py`` (which imports nothing but this module), and holds
+its parts as *facets*: modules of fixed names, each at one layer of the design (docs/design.md), loaded
+when a layer asks for it:
+
+=========== ======== ====================================================================================
+facet       layer    provides
+=========== ======== ====================================================================================
+``spec``    records  the ``BenchSpec`` subclasses its runs store (what the run was asked to do)
+``summary`` records  the ``RunSummary`` subclasses its runs store, and the units they count
+``checks``  bench    ``RULES``: its validity checks, with their wording (``bench.validity``)
+``options`` bench    its ``bench`` options as one typed model, validated once, and the spec they make
+``pricing`` cost     what pricing its runs adds to a cost (``cost.runcost.register_pricing``)
+``report``  report   its report sections and the key facts of its answer
+``run``     kinds    its ``gpuledger run --task`` evaluation (doctor → bench → cost → report)
+=========== ======== ====================================================================================
+
+A facet imports only its own layer and those below (import-linter holds it: pyproject.toml, the ``kind-*``
+contracts), and a layer imports only facets of its own layer or below, so the layers hold although the
+registry sits at the bottom: it knows a kind by its package's name and loads a facet with ``importlib`` when
+asked. The layers above ask the registry (``kind_of_summary``, ``kind_named``) and the facets' types, never
+``isinstance`` against another kind's classes. docs/contracts.md ("Workload kinds") lists what a kind
+provides and how a fourth is added.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from types import ModuleType
+
+# Where kinds live; a kind is the subpackage of this package whose __init__ defines KIND.
+KINDS_PACKAGE = "gpuledger.kinds"
+FACETS = ("spec", "summary", "checks", "options", "pricing", "report", "run")
+
+
+class UnknownKind(LookupError):
+    """No registered kind has that name (the caller words it: a usage error, an unreadable stored run)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadKind:
+    """One workload. ``name`` is what ``--task`` takes; ``summary_kinds`` the ``KIND`` of every summary class
+    its runs store, ``spec_kinds`` those of its specs; ``unit`` the unit its runs are stored in
+    (``RunInfo.unit``, the headline of its summaries); ``order`` its place in lists (``--task``'s choices)."""
+
+    name: str
+    about: str
+    package: str
+    unit: str
+    summary_kinds: tuple[str, ...] = ()
+    spec_kinds: tuple[str, ...] = ()
+    order: int = 100
+    facets: frozenset[str] = field(default_factory=frozenset)
+
+    def has(self, facet: str) -> bool:
+        return facet in self.facets
+
+    def facet(self, facet: str) -> ModuleType | None:
+        """The kind's ``facet`` module (imported now, once), or None when the kind has none."""
+        if facet not in FACETS:
+            raise ValueError(f"{facet!r} is not a facet (one of {', '.join(FACETS)})")
+        if facet not in self.facets:
+            return None
+        return importlib.import_module(f"{self.package}.{facet}")
+
+
+_REGISTRY: dict[str, WorkloadKind] = {}
+
+
+def _discover() -> dict[str, WorkloadKind]:
+    if _REGISTRY:
+        return _REGISTRY
+    root = importlib.import_module(KINDS_PACKAGE)
+    found: list[WorkloadKind] = []
+    for info in pkgutil.iter_modules(root.__path__):
+        if not info.ispkg:
+            continue
+        package = f"{KINDS_PACKAGE}.{info.name}"
+        module = importlib.import_module(package)
+        kind = getattr(module, "KIND", None)
+        if not isinstance(kind, WorkloadKind):
+            raise TypeError(f"{package} defines no KIND = WorkloadKind(...)")
+        path = getattr(module, "__path__", None) or []
+        facets = frozenset(m.name for m in pkgutil.iter_modules(path) if m.name in FACETS)
+        found.append(_with(kind, package, facets))
+    for kind in sorted(found, key=lambda k: (k.order, k.name)):
+        _REGISTRY[kind.name] = kind
+    return _REGISTRY
+
+
+def _with(kind: WorkloadKind, package: str, facets: frozenset[str]) -> WorkloadKind:
+    return WorkloadKind(
+        name=kind.name, about=kind.about, package=package, unit=kind.unit, summary_kinds=kind.summary_kinds,
+        spec_kinds=kind.spec_kinds, order=kind.order, facets=facets,
+    )
+
+
+def kinds() -> tuple[WorkloadKind, ...]:
+    """Every registered kind, in their order."""
+    return tuple(_discover().values())
+
+
+def kind_named(name: str) -> WorkloadKind:
+    kind = _discover().get(name)
+    if kind is None:
+        raise UnknownKind(name)
+    return kind
+
+
+def kind_of_summary(summary_kind: str) -> WorkloadKind | None:
+    """The kind whose runs store summaries of ``summary_kind`` (None: no kind registered one)."""
+    return next((k for k in kinds() if summary_kind in k.summary_kinds), None)
+
+
+def kind_of_spec(spec_kind: str) -> WorkloadKind | None:
+    """The kind whose runs store specs of ``spec_kind`` (None: no kind registered one)."""
+    return next((k for k in kinds() if spec_kind in k.spec_kinds), None)
+
+
+def load_facet(facet: str) -> list[ModuleType]:
+    """The ``facet`` module of every kind that has one, in the kinds' order (imported now)."""
+    out = []
+    for kind in kinds():
+        module = kind.facet(facet)
+        if module is not None:
+            out.append(module)
+    return out
+
+
+__all__ = [
+    "FACETS",
+    "KINDS_PACKAGE",
+    "UnknownKind",
+    "WorkloadKind",
+    "kind_named",
+    "kind_of_spec",
+    "kind_of_summary",
+    "kinds",
+    "load_facet",
+]
