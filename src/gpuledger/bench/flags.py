@@ -27,6 +27,7 @@ from gpuledger.records.image import ImageSpec
 from gpuledger.records.spec import DEFAULT_NUM_REQUESTS, checked, settled
 from gpuledger.records.trainspec import TrainSpec
 from gpuledger.records.workloads import parse_turns
+from gpuledger.urls import parse_server_url
 from gpuledger.workload.load import load_from_flags, parse_sweep
 
 SAMPLING = "server defaults (no temperature/top_p sent)"
@@ -338,7 +339,14 @@ def flags_document(kind: EngineKind, values: Mapping[str, Any]) -> dict[str, Any
 
 
 def require(spec: BenchSpec) -> None:
-    """``UsageError`` when the spec still lacks what the run needs (after ``--like`` filled it in)."""
+    """``UsageError`` when the spec still lacks what the run needs (after ``--like`` filled it in), or has a
+    server URL that is not one (``--base-url 127.0.0.1:8000``: no scheme) — a bad value, not the engine's
+    error, refused before anything is opened."""
+    if isinstance(spec, ServerSpec | ImageSpec) and spec.base_url is not None:
+        try:
+            parse_server_url(spec.base_url)
+        except ValueError as exc:
+            raise UsageError(f"--base-url {exc}") from None
     if isinstance(spec, ImageSpec) and spec.engine == "comfyui" and not spec.workflow:
         raise UsageError("--engine comfyui needs --workflow FILE.json (a workflow in ComfyUI's API format)")
     if isinstance(spec, TorchSpec) and spec.model is None:

@@ -5,6 +5,8 @@ integer no store column or JSON document can hold. ``bound_numbers(command)`` wr
 of every option and argument of every command: a float that is not finite (``inf``, ``nan``) or an integer
 beyond 64 bits is a usage error (exit 2, one line naming the option and the bound) before the command
 runs. The commands' own bounds (``bench.bounds`` for bench's flags, typer's ``min``/``max``) come after it.
+Every command passes through it, so it also names each argument without a metavar as the docs write it
+(``RUN_ID``), in the help and in usage errors alike.
 """
 
 from __future__ import annotations
@@ -51,6 +53,10 @@ def bound_numbers(command: Any) -> Any:
     as the module docstring says; returns ``command``. The commands of a ``cli.lazy.LazyGroup`` are checked
     by the group when each is loaded."""
     for param in getattr(command, "params", ()):
+        if getattr(param, "param_type_name", "") == "argument" and param.metavar is None:
+            # An argument is named as the docs and the usage line write it, in errors too: RUN_ID, not
+            # run_id ("Missing argument 'RUN_ID'."; typer's own name for it is the parameter's).
+            param.metavar = param.name.upper()
         if not getattr(param, _WRAPPED, False):
             param.process_value = _checked(param, param.process_value)
             setattr(param, _WRAPPED, True)

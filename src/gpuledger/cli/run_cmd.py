@@ -181,6 +181,7 @@ def _render(doc: dict[str, Any]) -> None:
     estimate) once, at the end."""
     from rich.text import Text
 
+    from gpuledger.engines.torch.device import torch_text
     from gpuledger.records.torchspec import gib
     from gpuledger.report.layout import Notes, paragraph, print_table
     from gpuledger.report.terminal import print_answer
@@ -192,7 +193,7 @@ def _render(doc: dict[str, Any]) -> None:
     p = doc["power"]
     c = doc["cost"]
     notes.file(p.get("priced_source"))
-    where = f"{dev['torch_device']}, torch {dev['torch_version']} {dev['build']}, {doc['dtype']}"
+    where = f"{dev['torch_device']}, {torch_text(dev['torch_version'], dev['build'])}, {doc['dtype']}"
     paragraph(
         console,
         Text("gpuledger run", style="bold") + Text(f" — {doc['model']['name']} on {dev['name']} ({where})"),

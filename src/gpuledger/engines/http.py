@@ -21,6 +21,9 @@ server identification, the request body and how a finished stream becomes a ``Ge
 from __future__ import annotations
 
 import asyncio
+import os
+import re
+import socket
 from collections.abc import Callable
 from time import perf_counter
 from typing import Any, ClassVar, Protocol, TypeVar
@@ -57,8 +60,46 @@ def normalize_base_url(url: str) -> str:
 
 
 def exc_text(exc: BaseException) -> str:
-    """An exception's message for an error line, URLs in it redacted."""
+    """An exception's message for an error line, URLs in it redacted; a failed connection in plain words
+    (``connect_failure``)."""
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return connect_failure(exc)
     return redact_text(str(exc) or type(exc).__name__)
+
+
+_ERRNO = re.compile(r"\[Errno (-?\d+)\]")
+
+
+def _os_reason(error: OSError) -> str:
+    """``connection refused``, ``no route to host``: the OS's words for the error number (asyncio's own
+    message is ``Connect call failed ('127.0.0.1', 1)``; several addresses tried give several errors)."""
+    code = error.errno
+    if code is None and (found := _ERRNO.search(str(error))):
+        code = int(found.group(1))
+    if code is not None and code > 0:
+        return os.strerror(code).lower()
+    return redact_text(error.strerror or str(error) or type(error).__name__)
+
+
+def connect_failure(exc: aiohttp.ClientConnectorError) -> str:
+    """What failed when aiohttp could not connect, in plain words — ``connecting to 127.0.0.1:8000 failed:
+    connection refused`` — not its ``Cannot connect to host 127.0.0.1:8000 ssl:default [...]``
+    (``ssl:default`` is its connector's key for a plain-HTTP connection, not a TLS problem)."""
+    host = f"[{exc.host}]" if ":" in exc.host else exc.host
+    where = f"{host}:{exc.port}" if exc.port is not None else host
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        cert = exc.certificate_error
+        why = f"its TLS certificate was not accepted ({type(cert).__name__}: {redact_text(str(cert))})"
+    elif isinstance(exc, aiohttp.ClientSSLError):
+        why = f"the TLS handshake failed ({redact_text(str(exc.os_error) or type(exc.os_error).__name__)})"
+    elif isinstance(exc, aiohttp.ClientConnectorDNSError) or isinstance(exc.os_error, socket.gaierror):
+        said = exc.os_error.strerror or str(exc.os_error)
+        why = f"the host name could not be resolved ({redact_text(said)})" if said else (
+            "the host name could not be resolved")
+    else:
+        why = _os_reason(exc.os_error)
+    through = "the proxy at " if isinstance(exc, aiohttp.ClientProxyConnectionError) else ""
+    return f"connecting to {through}{where} failed: {why}"
 
 
 def http_error_text(status: int, body: bytes) -> str:

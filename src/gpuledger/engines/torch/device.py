@@ -63,8 +63,17 @@ class DeviceInfo:
         return asdict(self)
 
     def text(self) -> str:
-        """``NVIDIA H200 (cuda:0, torch 2.8.0 cuda 12.8)``."""
-        return f"{self.name} ({self.torch_device}, torch {self.torch_version} {self.build})"
+        """``NVIDIA H200 (cuda:0, torch 2.8.0 cuda 12.8)``, ``AMD EPYC (cpu, torch 2.13.0+cpu)``."""
+        return f"{self.name} ({self.torch_device}, {torch_text(self.torch_version, self.build)})"
+
+
+def torch_text(version: str, build: str) -> str:
+    """``torch 2.8.0 cuda 12.8``; the build said once: a version whose local tag names it already
+    (``2.13.0+cpu``, ``2.8.0+cu128``, ``2.8.0+rocm6.4``) is shown alone, not ``torch 2.13.0+cpu cpu``."""
+    tag = version.partition("+")[2].lower()
+    said = bool(tag) and any(tag.startswith(p) and build.startswith(b)
+                             for p, b in (("cpu", "cpu"), ("cu", "cuda"), ("rocm", "rocm")))
+    return f"torch {version}" if said or not build else f"torch {version} {build}"
 
 
 def torch_build(torch: Any) -> str:
