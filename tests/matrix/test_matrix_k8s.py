@@ -5,6 +5,7 @@ the first pod creates the matrix in."""
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 from collections.abc import Callable
@@ -161,8 +162,8 @@ def test_what_a_pod_runs_creates_the_matrix_runs_its_index_and_skips_a_run_alrea
         "target=a,concurrency=4,output_len=8", 2)
     again = pod(0)  # a pod retried after its run completed
     assert again["outcomes"][0]["status"] == "skipped"
-    sent = {r.headers.get("Authorization", "")[:6] for r in srv.requests if "completions" in r.path}
-    assert sent == {"Basic "}  # the server's credentials, from the variable
+    sent = {r.headers.get("Authorization") for r in srv.requests if "completions" in r.path}
+    assert sent == {"Basic " + base64.b64encode(b"u:pw").decode()}  # the credentials, from the variable
     with open_store(None) as store:
         cells = {(c.key, c.repeat): c.status for c in store.matrix_cells(emitted["matrix_id"])}
         assert len(store.list_runs()) == 2

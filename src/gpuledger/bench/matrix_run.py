@@ -25,6 +25,7 @@ Kubernetes Indexed Job's pod runs (``bench.matrix_k8s``).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -168,7 +169,9 @@ def cell_task(loaded: LoadedPlan, matrix_id: str, db: str, cell: Cell, repeat: i
     """The task of a cell at one repeat. ``secrets_from_env``: it crosses to another process through a
     file (Slurm, Kubernetes), so it carries the store URL redacted and names the variables that hold the
     store's and the server's secrets where it runs (``matrix_cell.from_environment``)."""
-    spec = dump_spec(cell.spec(label=f"{matrix_id} {cell.key}"))
+    spec = dump_spec(cell.spec(label=f"{matrix_id} {cell.key}"))  # its base URL redacted
+    if not secrets_from_env and has_secret(cell.target.base_url):
+        spec = {**spec, "base_url": cell.target.base_url}  # in memory only, like the store's URL
     task = CellTask(db, matrix_id, cell.key, repeat, loaded.repeat, group_id(matrix_id, cell.key), spec,
                     tuple(cell.target.telemetry_from), cell.workers)
     if secrets_from_env:
@@ -380,7 +383,9 @@ def run_index(
     cells = [(c.key, r, c.params()) for c in loaded.cells for r in range(1, loaded.repeat + 1)]
     created = store.ensure_matrix(matrix_id, loaded.document, loaded.digest, cells)
     cell, repeat = runs[index]
-    task = cell_task(loaded, matrix_id, db, cell, repeat)
+    # The plan a pod reads has its target URLs redacted: their credentials come from the environment.
+    task = dataclasses.replace(cell_task(loaded, matrix_id, db, cell, repeat),
+                               url_env=url_env_name(cell.target.key_name))
     done = sum(1 for c in store.matrix_cells(matrix_id) if c.status == "complete")
     result = MatrixRun(matrix_id, "in this process (one run of the matrix)", not created,
                        len(loaded.cells) * loaded.repeat, already_complete=done)
