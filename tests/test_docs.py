@@ -91,3 +91,40 @@ def test_every_profile_named_in_the_docs_is_a_preset_or_a_file() -> None:
             if "/" in name or name.endswith((".yaml", ".yml")) or name.isupper() or name in ("P", "PROFILE"):
                 continue
             assert name in presets, f"{shown.where}: --profile {name} is not a preset"
+
+
+# The machine the docs' examples describe: their CPU runs (dummy models in-process, the tiny pipelines) are
+# the development machine's and CI's, x86_64 (README, "Measured on the development machine"). A line that
+# is about another architecture says so (`arm64`, `aarch64`, Graviton) in its text or comment.
+DOC_MACHINE_ARCH = "x86_64"
+OTHER_ARCH = re.compile(r"\b(arm64|aarch64|graviton)\b", re.IGNORECASE)
+
+
+def _raw_line(where: str) -> str:
+    """The doc's text of a shown command, its continuation lines and comments included."""
+    name, _, number = where.rpartition(":")
+    lines = (REPO / name).read_text(encoding="utf-8").splitlines()
+    i = int(number) - 1
+    text = lines[i]
+    while text.rstrip().endswith("\\") and i + 1 < len(lines):
+        i += 1
+        text = text.rstrip()[:-1] + " " + lines[i]
+    return text
+
+
+def test_a_cpu_price_named_in_the_docs_is_the_architecture_the_doc_describes() -> None:
+    """``cost RUN --profile cpu-cloud`` (an arm64 price) on the docs' x86_64 runs printed the architecture
+    warning in the very example that showed the price (issue #33, item 11)."""
+    presets = builtin_presets()
+    mismatched = []
+    for shown in SHOWN:
+        for name in PROFILE.findall(shown.rest):
+            arch = presets[name].cpu_arch if name in presets else None
+            if arch is None:
+                continue
+            described = "arm64" if OTHER_ARCH.search(_raw_line(shown.where)) else DOC_MACHINE_ARCH
+            if arch != described:
+                mismatched.append(f"{shown.where}: --profile {name} prices {arch}, the example runs on "
+                                  f"{described}")
+    assert mismatched == []
+    assert any(p.cpu_arch == DOC_MACHINE_ARCH for p in presets.values())  # there is a preset to name
