@@ -118,10 +118,8 @@ def test_a_program_that_hung_is_not_waited_for_again(machine: FakeMachine, pids:
     tool = _tool(machine, "tool", "hang", pids)
     run = SubprocessRunner(machine.env)
     assert run(["tool", "-q"], timeout_s=0.5).timed_out
-    start = time.monotonic()
     again = run(["tool", "-L"], timeout_s=0.5)
-    assert time.monotonic() - start < 0.1
-    assert again.timed_out and again.note is not None and not again.ran
+    assert again.timed_out and again.note is not None and not again.ran  # not started: nothing waited for
     assert again.summary().startswith("`tool -L` not run: tool did not finish within 0.5 s")
     tool.write_text("#!/bin/sh\necho fixed\n")  # a new program (the driver was fixed): run it again
     assert run(["tool"], timeout_s=5).stdout == "fixed\n"

