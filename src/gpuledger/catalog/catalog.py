@@ -14,9 +14,12 @@ import yaml
 from pydantic import ValidationError
 
 from gpuledger.catalog.model import (
+    BARE_SOURCE,
     FIGURE_UNITS,
     PCI_VENDOR_IDS,
     CatalogFile,
+    Fact,
+    FactIn,
     Figure,
     FigureIn,
     GpuIn,
@@ -122,6 +125,23 @@ class Catalog:
             high=fig.high,
         )
 
+    def _fact(self, key: str, name: str, fact: FactIn | None, origin: str) -> Fact | None:
+        if fact is None:
+            return None
+        value: str | int | None = getattr(fact, "value", None)
+        if value is None:
+            return Fact(None, reason=fact.reason, note=fact.note)
+        if fact.source == BARE_SOURCE:  # a bare value in the file: as written there
+            return Fact(value, source=f"as written in {origin}", note=fact.note)
+        src_id = fact.source or ""
+        src = self._sources.get(src_id)
+        if src is None:
+            raise InvalidInputError(
+                f"{origin}: gpus.{key}.{name}.source: unknown source {src_id!r} (add it under `sources:`)"
+            )
+        return Fact(value=value, source=src.title.strip(), source_id=src_id, url=src.url,
+                    date=fact.date or src.date, confidence=fact.confidence, note=fact.note)
+
     def _build(self, key: str, entry: GpuIn, origin: str) -> GpuSpec:
         figures: dict[str, Figure] = {}
         for name in FIGURE_UNITS:
@@ -136,8 +156,8 @@ class Catalog:
             name=entry.name,
             segment=entry.segment,
             aliases=tuple(entry.aliases),
-            architecture=entry.architecture,
-            year=entry.year,
+            architecture=self._fact(key, "architecture", entry.architecture, origin),
+            launch_year=self._fact(key, "launch_year", entry.launch_year, origin),
             memory_type=entry.memory_type,
             compute_capability=entry.compute_capability,
             gfx_target=entry.gfx_target,

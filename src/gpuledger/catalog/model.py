@@ -65,6 +65,54 @@ class FigureIn(BaseModel):
         return self
 
 
+# A user's file may give a fact as a bare value (``architecture: Hopper``): it is then taken as written in
+# that file, which the catalog names as its source (``Catalog._fact``).
+BARE_SOURCE = "(as written in the file)"
+# The range a launch year must fall in (a typo such as 20244 is refused).
+FIRST_YEAR, LAST_YEAR = 2000, 2100
+
+
+class FactIn(BaseModel):
+    """One non-numeric fact of a GPU as written in a catalog file, with its source like a figure's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str | None = None
+    date: str | None = None
+    confidence: Confidence = "published"
+    note: str | None = None
+    reason: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare(cls, data: Any) -> Any:
+        if isinstance(data, str | int) and not isinstance(data, bool):
+            return {"value": data, "source": BARE_SOURCE}
+        return data
+
+    @model_validator(mode="after")
+    def _check(self) -> FactIn:
+        if getattr(self, "value", None) is None:
+            if not self.reason:
+                raise ValueError("a fact without a value needs a `reason` saying why")
+            return self
+        if not self.source:
+            raise ValueError("a fact with a value needs a `source`")
+        return self
+
+
+class ArchitectureIn(FactIn):
+    """The vendor's name for the part's architecture: Hopper, Blackwell, Ada Lovelace, CDNA3, RDNA3, ..."""
+
+    value: str | None = Field(min_length=1, max_length=64)
+
+
+class LaunchYearIn(FactIn):
+    """The year its vendor began shipping the part (not the year it was first announced)."""
+
+    value: int | None = Field(strict=True, ge=FIRST_YEAR, le=LAST_YEAR)
+
+
 class SourceIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -82,8 +130,11 @@ class GpuIn(BaseModel):
     segment: Segment = "datacenter"
     name: str = Field(min_length=1)
     aliases: list[str] = Field(default_factory=list)
-    architecture: str | None = None
-    year: int | None = None
+    # The architecture (Hopper, Blackwell, CDNA3, ...) and the year its vendor began shipping the part: what
+    # the like-for-like check of a comparison calls its hardware generation (cost/likeness.py). ``year`` (a
+    # bare year) is the older spelling of ``launch_year``.
+    architecture: ArchitectureIn | None = None
+    launch_year: LaunchYearIn | None = None
     memory_type: str | None = None
     compute_capability: str | None = None
     gfx_target: str | None = None
@@ -101,6 +152,16 @@ class GpuIn(BaseModel):
     rental_usd_per_gpu_hour: FigureIn | None = None
     inferencex_usd_per_gpu_hour: FigureIn | None = None
     inferencex_all_in_power_w: FigureIn | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _older_year(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "year" in data:
+            data = dict(data)
+            if "launch_year" in data:
+                raise ValueError("give launch_year or its older spelling year, not both")
+            data["launch_year"] = data.pop("year")
+        return data
 
     @model_validator(mode="after")
     def _check_ids(self) -> GpuIn:
@@ -195,6 +256,62 @@ def missing_figure(unit: str, reason: str) -> Figure:
     return Figure(None, unit, reason=reason)
 
 
+FACT_NAMES = ("architecture", "launch_year")
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """A catalog fact that is not a quantity (an architecture's name, a launch year), with its source like a
+    :class:`Figure`: ``value is None`` -> ``reason`` says why."""
+
+    value: str | int | None
+    source: str = ""
+    source_id: str = ""
+    url: str | None = None
+    date: str | None = None
+    confidence: Confidence = "published"
+    note: str | None = None
+    reason: str | None = None
+
+    @property
+    def available(self) -> bool:
+        return self.value is not None
+
+    @property
+    def is_estimate(self) -> bool:
+        return self.confidence == "estimate"
+
+    def text(self) -> str:
+        """``"Hopper"``, ``"2024"``, ``"2024?"`` (an estimate), ``"—"`` (not in the catalog)."""
+        if self.value is None:
+            return "—"
+        return f"{self.value}{'?' if self.is_estimate else ''}"
+
+    def provenance(self) -> str:
+        """``"gpuledger reference notes ..., 2026-11"`` (+ ``", estimate"``); the reason when missing."""
+        if self.value is None:
+            return self.reason or "not in the catalog"
+        parts = [p for p in (self.source, self.date) if p]
+        if self.is_estimate:
+            parts.append("estimate")
+        return ", ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"value": self.value}
+        if self.value is None:
+            out["reason"] = self.reason
+            return out
+        out.update(source=self.source, source_id=self.source_id, url=self.url, date=self.date,
+                   confidence=self.confidence)
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+def missing_fact(reason: str) -> Fact:
+    return Fact(None, reason=reason)
+
+
 @dataclass(frozen=True, slots=True)
 class GpuSpec:
     """One GPU model. Figures describe the package; ``device(...)`` gives per-logical-device figures."""
@@ -204,8 +321,8 @@ class GpuSpec:
     name: str
     segment: Segment = "datacenter"
     aliases: tuple[str, ...] = ()
-    architecture: str | None = None
-    year: int | None = None
+    architecture: Fact | None = None
+    launch_year: Fact | None = None
     memory_type: str | None = None
     compute_capability: str | None = None
     gfx_target: str | None = None
@@ -226,6 +343,26 @@ class GpuSpec:
             return found
         return missing_figure(FIGURE_UNITS[name], f"{self.name}: {name} not in the catalog ({self.origin})")
 
+    def fact(self, name: str) -> Fact:
+        """``architecture`` or ``launch_year``; a missing one comes back with a reason."""
+        if name not in FACT_NAMES:
+            raise KeyError(name)
+        found: Fact | None = getattr(self, name)
+        if found is not None:
+            return found
+        return missing_fact(f"{self.name}: {name} not in the catalog ({self.origin})")
+
+    @property
+    def architecture_name(self) -> str | None:
+        value = self.fact("architecture").value
+        return value if isinstance(value, str) else None
+
+    @property
+    def year(self) -> int | None:
+        """The launch year (the year its vendor began shipping it), when the catalog has it."""
+        value = self.fact("launch_year").value
+        return value if isinstance(value, int) else None
+
     def device_figure(self, name: str) -> Figure:
         """Like :meth:`figure` but per logical device (what one process / one telemetry device sees)."""
         fig = self.figure(name)
@@ -242,8 +379,8 @@ class GpuSpec:
             "name": self.name,
             "segment": self.segment,
             "aliases": list(self.aliases),
-            "architecture": self.architecture,
-            "year": self.year,
+            "architecture": self.fact("architecture").to_dict(),
+            "launch_year": self.fact("launch_year").to_dict(),
             "memory_type": self.memory_type,
             "compute_capability": self.compute_capability,
             "gfx_target": self.gfx_target,

@@ -256,7 +256,8 @@ def gpus_cmd(
     vendor: Annotated[str | None, typer.Option("--vendor", help="Only this vendor (nvidia, amd).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """The GPU catalog: memory, bandwidth, dense TFLOPS, TDP, ids, prices (each with source and date)."""
+    """The GPU catalog: memory, bandwidth, dense TFLOPS, TDP, ids, prices, architecture and launch year (each
+    with source and date)."""
     from gpuledger.catalog import load_catalog
 
     catalog = load_catalog()
@@ -295,6 +296,14 @@ def gpus_cmd(
             )
             for s in specs
         ],
+        compact=True,
+    )
+    print_table(
+        console,
+        "Hardware generation: architecture and the year its vendor began shipping the part (what compare's "
+        "like-for-like check names; ? = estimate)",
+        ("key", "vendor", "architecture", "launch year"),
+        [(s.key, s.vendor, s.fact("architecture").text(), s.fact("launch_year").text()) for s in specs],
         compact=True,
     )
     paragraph(console, ", ".join(catalog.files), lead="catalog files: ", indent=2)
