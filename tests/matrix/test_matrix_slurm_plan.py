@@ -49,9 +49,9 @@ def test_the_dry_run_prints_each_targets_array_with_its_sbatch_options(
     assert (h100["targets"], h100["runs"], mi300x["targets"], mi300x["runs"]) == (["h100"], 6, ["mi300x"], 6)
     assert h100["cells"] == ["target=h100,concurrency=1", "target=h100,concurrency=8",
                              "target=h100,concurrency=32"]
-    assert h100["sbatch"] == ["--array=0-5%2", "--job-name=gpuledger-MATRIX_ID", "--time=30",
-                              "--partition=gpu",
-                              "--account=bench", "--qos=normal", "--constraint=h100", "--nodelist=gpu[01-04]",
+    assert h100["sbatch"] == ["--array=0-5%2", "--signal=USR2@90", "--job-name=gpuledger-MATRIX_ID",
+                              "--time=30", "--partition=gpu", "--account=bench", "--qos=normal",
+                              "--constraint=h100", "--nodelist=gpu[01-04]",
                               "--gres=gpu:h100:1", "--cpus-per-task=4", "--mem=16G", "--exclusive",
                               "--mail-type=FAIL"]
     assert "--partition=amd" in mi300x["sbatch"] and not any(o.startswith("--gres") for o in mi300x["sbatch"])
@@ -69,8 +69,8 @@ def test_targets_that_ask_for_the_same_options_share_one_array(tmp_path: Path,
     assert main(["matrix", str(write(tmp_path, doc)), "--backend", "slurm", "--dry-run", "--json"]) == 0
     (array,) = json.loads(capsys.readouterr().out)["arrays"]
     assert array["targets"] == ["h100", "mi300x"] and array["runs"] == 12
-    assert array["sbatch"] == ["--array=0-11%12", "--job-name=gpuledger-MATRIX_ID", "--time=60",
-                               "--partition=gpu"]
+    assert array["sbatch"] == ["--array=0-11%12", "--signal=USR2@90", "--job-name=gpuledger-MATRIX_ID",
+                               "--time=60", "--partition=gpu"]
 
 
 @pytest.mark.parametrize(("change", "message"), [

@@ -67,6 +67,12 @@ class SlurmOptions:
     extra: tuple[tuple[str, str | int | bool], ...] = ()
 
     @property
+    def signal_delay_s(self) -> int:
+        """How long before the time limit submitit's USR2 arrives (it ends the cell ``failed``, "timed-out
+        and not checkpointable"): its 90 s, but at most a quarter of a short limit."""
+        return max(10, min(90, self.time_limit_min * 60 // 4))
+
+    @property
     def gres(self) -> str | None:
         if not self.gpus:
             return None
@@ -80,7 +86,8 @@ class SlurmOptions:
                  "cpus_per_task": self.cpus_per_cell,
                  "mem": None if self.mem_gb is None else f"{self.mem_gb}G"}
         out: dict[str, Any] = {"job_name": job_name, "time": self.time_limit_min,
-                               "array_parallelism": min(parallelism or tasks, tasks)}
+                               "array_parallelism": min(parallelism or tasks, tasks),
+                               "signal_delay_s": self.signal_delay_s}
         out.update({k: v for k, v in named.items() if v is not None})
         if setup:
             out["setup"] = list(setup)
@@ -91,7 +98,8 @@ class SlurmOptions:
     def sbatch(self, *, job_name: str, tasks: int, parallelism: int | None) -> list[str]:
         """The sbatch options of the array, as sbatch spells them (``--dry-run`` shows them)."""
         params = self.parameters(job_name=job_name, tasks=tasks, parallelism=parallelism)
-        out = [f"--array=0-{tasks - 1}%{params.pop('array_parallelism')}"]
+        out = [f"--array=0-{tasks - 1}%{params.pop('array_parallelism')}",
+               f"--signal=USR2@{params.pop('signal_delay_s')}"]
         extra = params.pop("additional_parameters", {})
         for key, value in [*params.items(), *extra.items()]:
             flag = "--" + key.replace("_", "-")
