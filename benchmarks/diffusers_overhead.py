@@ -35,7 +35,7 @@ from gpuledger.engines.image.catalog import dummy_pipeline
 from gpuledger.engines.image.imports import import_torch
 from gpuledger.engines.image.pipelines import build_dummy
 from gpuledger.engines.torch.device import TORCH_DTYPE_NAMES
-from gpuledger.records.image import ImageSummary
+from gpuledger.kinds.image.summary import ImageSummary
 from gpuledger.store import open_store
 
 TARGET = 0.03

@@ -41,7 +41,7 @@ from gpuledger.engines.torch.device import resolve_dtype, select_device
 from gpuledger.engines.torch.imports import import_torch
 from gpuledger.engines.torch.models import LoadedModel, load_model, plan_model
 from gpuledger.engines.torch.trainstep import AUTOCAST_DTYPES, TokenSource
-from gpuledger.records.training import TrainingSummary
+from gpuledger.kinds.train.summary import TrainingSummary
 from gpuledger.store import open_store
 
 TARGET = 0.03

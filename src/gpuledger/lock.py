@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from gpuledger.boundedio import read_text
 from gpuledger.errors import InvalidInputError, NotFoundError
 from gpuledger.facts import Facts, collect_facts, machine_name
 from gpuledger.facts.runner import Runner

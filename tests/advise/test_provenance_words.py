@@ -20,7 +20,8 @@ from gpuledger.cost.efficiency import run_efficiency
 from gpuledger.cost.estimate_model import efficiency_pool, estimate_model, shipped_points
 from gpuledger.cost.modelarch import find_known
 from gpuledger.cost.roofline_estimate import Workload
-from gpuledger.records import PublishedSummary, RunInfo
+from gpuledger.kinds.text.published import PublishedSummary
+from gpuledger.records import RunInfo
 
 R1 = find_known("deepseek-r1")
 QWEN = find_known("dummy:qwen2.5-7b")

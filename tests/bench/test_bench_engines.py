@@ -304,7 +304,7 @@ def test_make_engine_rejects_unknown_engines() -> None:
 
     from gpuledger.engines import either, engine_names
     from gpuledger.errors import UsageError
-    from gpuledger.records import ServerSpec
+    from gpuledger.kinds.text.spec import ServerSpec
 
     names = engine_names()
     assert names[:3] == ("openai", "ollama", "torch")  # every registered engine is named, in order

@@ -16,7 +16,8 @@ from gpuledger.bench.like import repeat
 from gpuledger.cli.app import app
 from gpuledger.engines import engine_kind
 from gpuledger.errors import InvalidInputError, UsageError
-from gpuledger.records import BenchSpec, RunInfo, ServerSpec, SpecError, TorchSpec, dump_spec, load_spec
+from gpuledger.kinds.text.spec import ServerSpec, TorchSpec
+from gpuledger.records import BenchSpec, RunInfo, SpecError, dump_spec, load_spec
 from gpuledger.records.spec import checked
 from gpuledger.store import Store, open_store
 

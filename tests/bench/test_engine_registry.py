@@ -28,7 +28,8 @@ from gpuledger.engines import (
     engine_names,
 )
 from gpuledger.errors import UsageError
-from gpuledger.records import BenchSpec, ServerSpec
+from gpuledger.kinds.text.spec import ServerSpec
+from gpuledger.records import BenchSpec
 from gpuledger.records.spec import BatchStage, ConcurrencyStage, RateStage, TraceStage
 from gpuledger.store import open_store
 from gpuledger.workload.load import LOAD_KINDS, load_from_flags

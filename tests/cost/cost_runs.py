@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuledger.bench.metrics import summarize
-from gpuledger.records import RequestRecord, RunInfo, TextGenerationSummary
+from gpuledger.kinds.text.summary import TextGenerationSummary
+from gpuledger.records import RequestRecord, RunInfo
 
 
 def _whole(rate: float, window_s: float, what: str) -> int:

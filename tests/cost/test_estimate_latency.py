@@ -17,7 +17,9 @@ from gpuledger.catalog import Catalog
 from gpuledger.cli.main import app
 from gpuledger.cost import CostProfile, estimate_run
 from gpuledger.cost.estimate_model import shipped_points
-from gpuledger.records import PublishedSummary, RunInfo, TextGenerationSummary
+from gpuledger.kinds.text.published import PublishedSummary
+from gpuledger.kinds.text.summary import TextGenerationSummary
+from gpuledger.records import RunInfo
 from gpuledger.report import fmt
 
 # Peak memory bandwidth (TB/s) and dense FP16/BF16 TFLOPS per device, as the catalog has them.

@@ -17,8 +17,8 @@ from gpuledger.catalog import Catalog
 from gpuledger.cli.main import main
 from gpuledger.cost import CostProfile, cost_of_run
 from gpuledger.cost.training import job_cost
+from gpuledger.kinds.train.summary import TrainStep, summarize_training
 from gpuledger.records import RequestRecord, RunInfo
-from gpuledger.records.training import TrainStep, summarize_training
 
 OWNED = CostProfile(name="owned-train", gpu_price=30_000, amortisation_months=36, electricity_per_kwh=0.20,
                     pue=1.4, utilisation=0.5, idle_power_w=90.0)

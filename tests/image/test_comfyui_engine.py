@@ -18,7 +18,8 @@ from gpuledger.engines.image.base import ImageResult, request_for
 from gpuledger.engines.image.comfyui import CACHED_NOTE, WS_DROPPED_NOTE, ComfyUIEngine
 from gpuledger.engines.image.workflow import load_workflow, parse_override, patch
 from gpuledger.errors import EngineError, UsageError
-from gpuledger.records.image import ImageSpec, summarize_images
+from gpuledger.kinds.image.spec import ImageSpec
+from gpuledger.kinds.image.summary import summarize_images
 
 CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "captures" / "comfyui"
 SDXL = CAPTURES / "api_image_sdxl_simple.json"

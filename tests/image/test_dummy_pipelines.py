@@ -18,7 +18,8 @@ from gpuledger.engines.image.catalog import dummy_pipeline, dummy_pipelines
 from gpuledger.engines.image.diffusers_engine import CPU_MEMORY_NOTE, DiffusersEngine
 from gpuledger.engines.image.pipelines import build_dummy, component_parameters, estimate_memory
 from gpuledger.errors import ResourceError, UsageError
-from gpuledger.records.image import ImageSpec, summarize_images
+from gpuledger.kinds.image.spec import ImageSpec
+from gpuledger.kinds.image.summary import summarize_images
 
 PUBLISHED = ["sd15", "sdxl", "sd3-medium", "flux-dev"]
 

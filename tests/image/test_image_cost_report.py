@@ -17,8 +17,8 @@ from gpuledger.cli.main import app
 from gpuledger.engines.image.base import ImageResult, request_for
 from gpuledger.engines.image.comfyui import ComfyUIEngine
 from gpuledger.engines.image.workflow import load_workflow
+from gpuledger.kinds.image.spec import ImageSpec
 from gpuledger.records import RunInfo
-from gpuledger.records.image import ImageSpec
 from gpuledger.store import open_store
 
 SDXL = (

@@ -23,7 +23,7 @@ from gpuledger.engines.image import openai_images
 from gpuledger.engines.image.comfyui import MAX_EARLY_BYTES, ComfyUIEngine
 from gpuledger.engines.image.thumbs import image_size
 from gpuledger.engines.image.workflow import load_workflow
-from gpuledger.records.image import ImageSpec
+from gpuledger.kinds.image.spec import ImageSpec
 from support.images import noisy_png
 
 BIG = noisy_png(1024, 1024, 1)

@@ -13,7 +13,8 @@ from comfy_replay import png
 
 from gpuledger.engines.image.base import ImageResult, request_for
 from gpuledger.engines.image.openai_images import OpenAIImagesEngine
-from gpuledger.records.image import ImageSpec, summarize_images
+from gpuledger.kinds.image.spec import ImageSpec
+from gpuledger.kinds.image.summary import summarize_images
 
 
 async def _serve(

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpuledger.records import PublishedSummary, load_summary
+from gpuledger.kinds.text.published import PublishedSummary
+from gpuledger.records import load_summary
 from gpuledger.store import open_store
 
 HEADER = "gpu,gpus,model,input_len,output_len,output_tokens_per_s,source,date"

@@ -11,7 +11,8 @@ from gpuledger.bench.metrics import summarize
 from gpuledger.catalog import load_catalog
 from gpuledger.cost import compare, cost_of_run, default_profile_for
 from gpuledger.errors import NotFoundError, UsageError
-from gpuledger.records import DoctorRunRecord, RunSummary, TextGenerationSummary
+from gpuledger.kinds.text.summary import TextGenerationSummary
+from gpuledger.records import DoctorRunRecord, RunSummary
 from gpuledger.report import ReportData, build_report, fmt
 from gpuledger.report.model import Table
 from gpuledger.store import Store

@@ -28,7 +28,9 @@ from gpuledger.errors import (
     ResourceError,
     UsageError,
 )
-from gpuledger.records import RunInfo, TextGenerationSummary, TorchSpec
+from gpuledger.kinds.text.spec import TorchSpec
+from gpuledger.kinds.text.summary import TextGenerationSummary
+from gpuledger.records import RunInfo
 from gpuledger.records.torchspec import GIB
 from gpuledger.store import Store, open_store
 

@@ -12,15 +12,8 @@ import sqlalchemy as sa
 from store_factories import make_request, make_run, make_samples
 
 from gpuledger.errors import InvalidInputError, NotFoundError, StoreError
-from gpuledger.records import (
-    DoctorRunRecord,
-    Latency,
-    RequestRecord,
-    RunInfo,
-    TelemetrySample,
-    TextGenerationSummary,
-    dump_summary,
-)
+from gpuledger.kinds.text.summary import TextGenerationSummary
+from gpuledger.records import DoctorRunRecord, Latency, RequestRecord, RunInfo, TelemetrySample, dump_summary
 from gpuledger.store import Store, open_store
 from gpuledger.store.liveness import STALE_AFTER_S
 from gpuledger.store.models import runs

@@ -16,7 +16,7 @@ from store_factories import make_request, make_run, make_samples
 from gpuledger.cli.main import main
 from gpuledger.cli.store_cmds import parse_since
 from gpuledger.errors import InvalidInputError
-from gpuledger.records import TextGenerationSummary
+from gpuledger.kinds.text.summary import TextGenerationSummary
 from gpuledger.store import Store, open_store
 
 # What the store keeps and prints (a small typed summary: these tests are about the store, not metrics).

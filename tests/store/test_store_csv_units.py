@@ -12,10 +12,11 @@ from datetime import UTC, datetime
 import pytest
 
 from gpuledger.cli.main import main
+from gpuledger.kinds.image.spec import ImageSpec
+from gpuledger.kinds.image.summary import TIMING_KEY, ImageTiming
+from gpuledger.kinds.train.spec import TrainSpec
+from gpuledger.kinds.train.summary import TrainStep
 from gpuledger.records import BenchSpec, RequestRecord, RunInfo
-from gpuledger.records.image import TIMING_KEY, ImageSpec, ImageTiming
-from gpuledger.records.training import TrainStep
-from gpuledger.records.trainspec import TrainSpec
 from gpuledger.store import open_store
 
 

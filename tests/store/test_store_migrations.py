@@ -13,13 +13,8 @@ from alembic.script import ScriptDirectory
 from store_factories import make_run
 
 from gpuledger.errors import StoreError
-from gpuledger.records import (
-    DoctorRunRecord,
-    RequestRecord,
-    TelemetrySample,
-    TextGenerationSummary,
-    dump_summary,
-)
+from gpuledger.kinds.text.summary import TextGenerationSummary
+from gpuledger.records import DoctorRunRecord, RequestRecord, TelemetrySample, dump_summary
 from gpuledger.store import open_store
 from gpuledger.store.codec import pack_f64
 from gpuledger.store.engine import make_engine, resolve_url

@@ -18,7 +18,7 @@ from exporter_replay import ReplayedDcgmExporter
 from stream_server import Scenario, StreamServer
 
 from gpuledger.cli.main import main
-from gpuledger.records import TextGenerationSummary
+from gpuledger.kinds.text.summary import TextGenerationSummary
 from gpuledger.store import open_store
 
 

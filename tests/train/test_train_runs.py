@@ -20,8 +20,8 @@ from gpuledger.bench.train_flags import train_spec
 from gpuledger.engines.torch import trainplan as tp
 from gpuledger.engines.torch.device import select_device
 from gpuledger.errors import ResourceError
-from gpuledger.records.training import TrainingSummary, step_of
-from gpuledger.records.trainspec import TrainSpec
+from gpuledger.kinds.train.spec import TrainSpec
+from gpuledger.kinds.train.summary import TrainingSummary, step_of
 from gpuledger.store import open_store
 
 torch = pytest.importorskip("torch", reason="the training tests need torch (pip install '.[torch]')")

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from gpuledger.bench.validity import verdict
+from gpuledger.kinds.train.spec import TrainSpec
+from gpuledger.kinds.train.summary import MAX_CURVE_POINTS, TrainStep, summarize_training
 from gpuledger.records import RequestRecord, RunInfo
-from gpuledger.records.training import MAX_CURVE_POINTS, TrainStep, summarize_training
-from gpuledger.records.trainspec import TrainSpec
 from gpuledger.store import open_store
 
 

@@ -12,10 +12,10 @@ import pytest
 from test_verdict import check, closed_loop, run_of, skipped, stream
 
 from gpuledger.bench.validity import verdict
+from gpuledger.kinds.train.spec import TrainSpec
+from gpuledger.kinds.train.summary import TrainStep
 from gpuledger.quantity import percent
 from gpuledger.records import RequestRecord, RunInfo
-from gpuledger.records.training import TrainStep
-from gpuledger.records.trainspec import TrainSpec
 from gpuledger.report.verdict import check_line, figure_text
 
 

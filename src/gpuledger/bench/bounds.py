@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuledger.errors import UsageError
-from gpuledger.records import BenchSpec, ServerSpec, TorchSpec
+from gpuledger.kinds.text.spec import ServerSpec, TorchSpec
+from gpuledger.records import BenchSpec
 from gpuledger.records.spec import DEFAULT_INPUT_LEN, DatasetSpec, RateStage, SweepLoad
 from gpuledger.records.workloads import random_lengths
 

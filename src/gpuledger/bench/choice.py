@@ -22,7 +22,7 @@ from gpuledger.engines.torch.device import (
 from gpuledger.engines.torch.models import DUMMY_PREFIX, ModelPlan, plan_model
 from gpuledger.errors import ResourceError
 from gpuledger.facts.cpu import usable_cpus
-from gpuledger.records import TorchSpec
+from gpuledger.kinds.text.spec import TorchSpec
 from gpuledger.records.torchspec import MemoryEstimate
 
 

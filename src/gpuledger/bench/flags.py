@@ -22,10 +22,11 @@ from gpuledger.bench.metrics import parse_slo
 from gpuledger.bench.train_flags import TRAIN_FLAG_FIELDS, TRAIN_REPEAT_NEEDS, train_from
 from gpuledger.engines import EngineKind, engine_kind
 from gpuledger.errors import UsageError
-from gpuledger.records import BenchSpec, ServerSpec, TorchSpec
-from gpuledger.records.image import ImageSpec
+from gpuledger.kinds.image.spec import ImageSpec
+from gpuledger.kinds.text.spec import ServerSpec, TorchSpec
+from gpuledger.kinds.train.spec import TrainSpec
+from gpuledger.records import BenchSpec
 from gpuledger.records.spec import DEFAULT_NUM_REQUESTS, checked, settled
-from gpuledger.records.trainspec import TrainSpec
 from gpuledger.records.workloads import parse_turns
 from gpuledger.urls import parse_server_url
 from gpuledger.workload.load import load_from_flags, parse_sweep

@@ -19,7 +19,7 @@ from typing import Any
 
 from gpuledger.engines import EngineKind, engine_kind
 from gpuledger.errors import UsageError
-from gpuledger.records.image import ImageSpec
+from gpuledger.kinds.image.spec import ImageSpec
 from gpuledger.records.spec import checked, settled
 
 DEFAULT_NUM_IMAGES = 8

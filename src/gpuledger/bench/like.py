@@ -30,7 +30,8 @@ from typing import Any
 from gpuledger.bench.flags import FLAG_FIELDS, REPEAT_NEEDS, spec_of
 from gpuledger.engines import EngineKind, either, engine_kind, engine_names
 from gpuledger.errors import InvalidInputError, UsageError
-from gpuledger.records import BenchSpec, RunInfo, ServerSpec
+from gpuledger.kinds.text.spec import ServerSpec
+from gpuledger.records import BenchSpec, RunInfo
 from gpuledger.records.spec import LikeOrigin
 from gpuledger.workload.datasets import file_sha256
 

@@ -51,7 +51,7 @@ from gpuledger.bench.workers import check_workers
 from gpuledger.catalog.catalog import read_yaml_mapping
 from gpuledger.engines import engine_kind
 from gpuledger.errors import GpuledgerError, InvalidInputError, NotFoundError
-from gpuledger.records import ServerSpec
+from gpuledger.kinds.text.spec import ServerSpec
 from gpuledger.records.spec import FILE_DATASETS
 from gpuledger.store.matrix import MAX_KEY_CHARS
 from gpuledger.telemetry.remote import check_remote_urls

@@ -25,10 +25,7 @@ from typing import Any
 
 from gpuledger.bench.workload_metrics import workload_fields
 from gpuledger.errors import UsageError
-from gpuledger.records import TOKEN_SOURCES, RequestRecord, RunInfo
-from gpuledger.records.summary import ErrorExample, RunSummary
-from gpuledger.records.textgen import (
-    Latency,
+from gpuledger.kinds.text.summary import (
     LengthExample,
     OutputLengthCheck,
     ServerTimings,
@@ -36,6 +33,9 @@ from gpuledger.records.textgen import (
     TextGenerationSummary,
     TextStageSummary,
 )
+from gpuledger.records import TOKEN_SOURCES, RequestRecord, RunInfo
+from gpuledger.records.itemstats import Latency
+from gpuledger.records.summary import ErrorExample, RunSummary
 
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
 _MAX_EXAMPLES = 10

@@ -62,7 +62,8 @@ from gpuledger.engines.base import CANNOT_CONNECT
 from gpuledger.engines.http import HttpEngine
 from gpuledger.engines.server_metrics import STATE_SERIES
 from gpuledger.errors import EngineError, GpuledgerError, Interrupted
-from gpuledger.records import BenchSpec, RunInfo, RunStatus, ServerSpec
+from gpuledger.kinds.text.spec import ServerSpec
+from gpuledger.records import BenchSpec, RunInfo, RunStatus
 from gpuledger.records.spec import DatasetSpec, Stage
 from gpuledger.urls import redact_url
 from gpuledger.workload.prompts import Prompts

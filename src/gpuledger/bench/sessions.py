@@ -30,8 +30,8 @@ from typing import Any
 from gpuledger.bench.drive import Drive, Feed, next_in_slot
 from gpuledger.engines import GenRequest, GenResult
 from gpuledger.errors import EngineError
+from gpuledger.kinds.text.summary import WORKLOAD_KEY
 from gpuledger.records.spec import ConcurrencyStage, RateStage, Stage
-from gpuledger.records.textgen import WORKLOAD_KEY
 from gpuledger.workload.conversations import SessionPrompts
 from gpuledger.workload.datasets import DEFAULT_MAX_TOKENS, Prompt, Session
 from gpuledger.workload.load import poisson_gaps

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 
 from gpuledger.engines import either, engine_kind, engine_names
 from gpuledger.errors import UsageError
-from gpuledger.records import BenchSpec, ServerSpec, TorchSpec
-from gpuledger.records.image import ImageSpec
-from gpuledger.records.trainspec import TrainSpec
+from gpuledger.kinds.image.spec import ImageSpec
+from gpuledger.kinds.text.spec import ServerSpec, TorchSpec
+from gpuledger.kinds.train.spec import TrainSpec
+from gpuledger.records import BenchSpec
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,14 +17,14 @@ from typing import Any
 
 from gpuledger.engines import EngineKind
 from gpuledger.errors import UsageError
-from gpuledger.records.spec import checked, settled
-from gpuledger.records.trainspec import (
+from gpuledger.kinds.train.spec import (
     DEFAULT_LEARNING_RATE,
     DEFAULT_SEQ_LEN,
     DEFAULT_STEPS,
     DEFAULT_WARMUP_STEPS,
     TrainSpec,
 )
+from gpuledger.records.spec import checked, settled
 
 ENGINE = "torch-train"
 _DTYPES = {

@@ -46,8 +46,9 @@ from gpuledger.bench.validity_checks import (
     warmup_count,
 )
 from gpuledger.bench.validity_training import TRAINING_KIND, training_rules
+from gpuledger.kinds.text.summary import TextGenerationSummary
 from gpuledger.quantity import percent
-from gpuledger.records import RequestRecord, RunInfo, RunSummary, TextGenerationSummary
+from gpuledger.records import RequestRecord, RunInfo, RunSummary
 from gpuledger.records.spec import BatchStage, BenchSpec, ConcurrencyStage
 from gpuledger.records.validity import Check, NotChecked, Verdict
 

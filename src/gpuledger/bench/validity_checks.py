@@ -12,8 +12,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gpuledger.bench.server_state import QUEUE_NOTE_MS
+from gpuledger.kinds.text.summary import TextGenerationSummary
 from gpuledger.quantity import percent
-from gpuledger.records import RequestRecord, RunInfo, RunSummary, TextGenerationSummary
+from gpuledger.records import RequestRecord, RunInfo, RunSummary
 from gpuledger.records.spec import BenchSpec
 from gpuledger.records.validity import Check, CheckStatus, NotChecked
 

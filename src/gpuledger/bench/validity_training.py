@@ -36,9 +36,9 @@ from gpuledger.bench.validity_checks import (
     make_check,
     warmup_count,
 )
+from gpuledger.kinds.train.summary import TrainingSummary, step_of
 from gpuledger.quantity import percent
 from gpuledger.records import RunInfo, RunSummary
-from gpuledger.records.training import TrainingSummary, step_of
 from gpuledger.records.validity import Check, CheckStatus, NotChecked
 
 TRAINING_KIND = "training"

@@ -44,7 +44,8 @@ from gpuledger.bench.load_worker import Emit, Share, boot_id, child_main
 from gpuledger.bench.writer import CLIENT_CPU_WARN_RATIO, RunWriter
 from gpuledger.engines import GenResult
 from gpuledger.errors import EngineError, UsageError
-from gpuledger.records import BenchSpec, ServerSpec
+from gpuledger.kinds.text.spec import ServerSpec
+from gpuledger.records import BenchSpec
 from gpuledger.records.run import CLIENT_CORE_WARNING
 from gpuledger.records.spec import ConcurrencyStage, RateStage, Stage, dump_spec
 from gpuledger.workload.datasets import Prompt

@@ -22,15 +22,15 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from gpuledger.records import RequestRecord
-from gpuledger.records.textgen import (
+from gpuledger.kinds.text.summary import (
     REASONING_KEY,
     WORKLOAD_KEY,
-    Latency,
     ReasoningSummary,
     SessionSummary,
     TurnSummary,
 )
+from gpuledger.records import RequestRecord
+from gpuledger.records.itemstats import Latency
 
 Stats = Callable[[list[float]], Latency]
 

@@ -288,7 +288,7 @@ def bench(
     from gpuledger.bench.like import check_dataset, engine_of_repeat, repeat
     from gpuledger.bench.runner import Hooks, run_bench_async
     from gpuledger.bench.tasks import check_task_flags, engine_for_task
-    from gpuledger.records import ServerSpec
+    from gpuledger.kinds.text.spec import ServerSpec
     from gpuledger.store import open_store
 
     values = dict(ctx.params)

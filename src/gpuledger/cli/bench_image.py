@@ -11,7 +11,7 @@ from rich.table import Table
 
 from gpuledger.cli.common import console
 from gpuledger.errors import UsageError
-from gpuledger.records.image import ImageSummary
+from gpuledger.kinds.image.summary import ImageSummary
 
 if TYPE_CHECKING:
     from gpuledger.records import RunInfo

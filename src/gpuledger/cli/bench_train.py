@@ -11,12 +11,12 @@ from rich.text import Text
 
 from gpuledger.cli.common import console, err_console
 from gpuledger.errors import UsageError
-from gpuledger.records.training import TrainingSummary
-from gpuledger.records.trainspec import TrainSpec
+from gpuledger.kinds.train.spec import TrainSpec
+from gpuledger.kinds.train.summary import TrainingSummary
 
 if TYPE_CHECKING:
     from gpuledger.records import RunInfo
-    from gpuledger.records.textgen import Latency
+    from gpuledger.records.itemstats import Latency
 
 CURVE_ROWS = 12  # loss curve lines shown on the terminal (the report plots every stored point)
 

@@ -46,7 +46,7 @@ def _imported(run_id: str, info: RunInfo) -> dict[str, Any]:
 
 def _as_published(summary: object) -> str:
     """``"5,856.9 total tok/s"``: the rate the publisher gave (the others are derived from it)."""
-    from gpuledger.records import PublishedSummary
+    from gpuledger.kinds.text.published import PublishedSummary
 
     if not isinstance(summary, PublishedSummary):
         return "—"

@@ -15,7 +15,8 @@ from typing import Any
 
 from gpuledger.cli.common import print_json
 from gpuledger.cli.run_steps import TaskRun, evaluate_task, num, render_task, task_document
-from gpuledger.records.image import ImageSpec, ImageSummary
+from gpuledger.kinds.image.spec import ImageSpec
+from gpuledger.kinds.image.summary import ImageSummary
 
 GPU_MODEL = "dummy:sdxl"
 CPU_MODEL = "dummy:tiny-sd"

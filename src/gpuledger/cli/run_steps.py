@@ -36,10 +36,10 @@ from gpuledger.errors import EngineError, GpuledgerError, Interrupted
 if TYPE_CHECKING:
     from gpuledger.bench.runner import Hooks
     from gpuledger.cost import CostProfile, RunCost
+    from gpuledger.kinds.image.spec import ImageSpec
+    from gpuledger.kinds.train.spec import TrainSpec
     from gpuledger.records import RunInfo
-    from gpuledger.records.image import ImageSpec
     from gpuledger.records.spec import BenchSpec
-    from gpuledger.records.trainspec import TrainSpec
     from gpuledger.report.model import Answer
     from gpuledger.store import Store
 

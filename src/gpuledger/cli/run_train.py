@@ -19,8 +19,8 @@ from rich.markup import escape
 from gpuledger.cli.common import print_json
 from gpuledger.cli.run_steps import TaskRun, evaluate_task, num, render_task, task_document
 from gpuledger.errors import UsageError
-from gpuledger.records.training import TrainingSummary
-from gpuledger.records.trainspec import TrainSpec
+from gpuledger.kinds.train.spec import TrainSpec
+from gpuledger.kinds.train.summary import TrainingSummary
 
 GPU_MODEL = "dummy:qwen2.5-0.5b"
 CPU_MODEL = "dummy:smollm2-135m"

@@ -17,9 +17,10 @@ import orjson
 import typer
 from rich.text import Text
 
+from gpuledger.boundedio import MAX_DOCUMENT_BYTES, read_file_arg
 from gpuledger.cli.common import DbOpt, JsonOpt, console, err_console, print_json
 from gpuledger.cli.files import check_target, write_output
-from gpuledger.errors import InvalidInputError, NotFoundError
+from gpuledger.errors import InvalidInputError
 from gpuledger.quantity import Quantity
 from gpuledger.records import RequestRecord, RunInfo, dump_summary
 from gpuledger.records.validity import Verdict

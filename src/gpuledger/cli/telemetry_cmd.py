@@ -77,6 +77,7 @@ def import_cmd(
     from gpuledger.store import open_store
     from gpuledger.telemetry.attach import import_log
 
+    from gpuledger.telemetry.base import MAX_DEVICES
     if not math.isfinite(clock_offset):
         raise UsageError(f"--clock-offset must be a number of seconds, got {clock_offset}")
     if not (gap_limit > 0 and math.isfinite(gap_limit)):

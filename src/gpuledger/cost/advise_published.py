@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from gpuledger.catalog import normalise_dtype
 from gpuledger.cost.modelarch import ModelArch, find_known
+from gpuledger.kinds.text.published import PublishedSummary
 from gpuledger.records import RunInfo
-from gpuledger.records.published import PublishedSummary
 
 
 @dataclass(frozen=True, slots=True)

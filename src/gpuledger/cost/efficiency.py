@@ -38,10 +38,10 @@ from gpuledger.catalog.roofline import TB, USABLE_MEMORY_FRACTION, kv_bytes, kv_
 from gpuledger.cost.modelarch import ModelArch, arch_from_config, arch_from_shape, config_dtype, find_known
 from gpuledger.cost.runview import cpu_device, gpu_devices
 from gpuledger.errors import GpuledgerError
-from gpuledger.records import RunInfo, RunSummary, TextGenerationSummary
-from gpuledger.records.published import PublishedSummary
-from gpuledger.records.spec import ServerSpec
-from gpuledger.records.torchspec import TorchSpec
+from gpuledger.kinds.text.published import PublishedSummary
+from gpuledger.kinds.text.spec import ServerSpec, TorchSpec
+from gpuledger.kinds.text.summary import TextGenerationSummary
+from gpuledger.records import RunInfo, RunSummary
 
 # The provenance words (docs/advise.md): "published" is a figure as its publisher gave it (a rate); a figure
 # gpuledger computed from published ones under its own assumptions is "derived from published".

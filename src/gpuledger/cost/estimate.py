@@ -27,14 +27,9 @@ from gpuledger.cost.runcost import RunCost, cost_of_run
 from gpuledger.cost.runview import DeviceView, gpu_devices
 from gpuledger.cost.tokens import prefill_share_of
 from gpuledger.errors import InvalidInputError, NotFoundError
-from gpuledger.records import (
-    DoctorRunRecord,
-    Latency,
-    PublishedSummary,
-    RunInfo,
-    RunSummary,
-    TextGenerationSummary,
-)
+from gpuledger.kinds.text.published import PublishedSummary
+from gpuledger.kinds.text.summary import TextGenerationSummary
+from gpuledger.records import DoctorRunRecord, Latency, RunInfo, RunSummary
 
 # The statistics of a latency block that one positive factor scales (percentiles keep the requests' order).
 LATENCY_STATS: tuple[str, ...] = ("mean", "p50", "p90", "p95", "p99", "std", "min", "max")

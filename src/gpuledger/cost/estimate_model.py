@@ -24,7 +24,8 @@ from gpuledger.cost.roofline_estimate import (
 )
 from gpuledger.cost.setup_hours import SetupHours, setup_hours_for
 from gpuledger.errors import InvalidInputError
-from gpuledger.records import DoctorRunRecord, RunInfo, TextGenerationSummary
+from gpuledger.kinds.text.summary import TextGenerationSummary
+from gpuledger.records import DoctorRunRecord, RunInfo
 
 LABEL = "ESTIMATE from a roofline model (the model's config and the GPU's spec), not a measurement"
 MAX_POOL_RUNS = 2_000

@@ -33,7 +33,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from gpuledger.catalog import Catalog, GpuSpec, load_catalog
 from gpuledger.cost.presets import builtin_presets
 from gpuledger.errors import InvalidInputError, NotFoundError
-from gpuledger.records import PublishedSummary, RunInfo
+from gpuledger.kinds.text.published import PublishedSummary
+from gpuledger.records import RunInfo
 
 MAX_FILE_BYTES = 5_000_000
 MAX_ROWS = 10_000

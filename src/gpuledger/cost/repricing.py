@@ -25,7 +25,7 @@ from gpuledger.cost.compare import Comparison, PairComparison
 from gpuledger.cost.model import money_prefix
 from gpuledger.cost.presets import load_profile
 from gpuledger.cost.runcost import RunCost, cost_of_run
-from gpuledger.records import PublishedSummary
+from gpuledger.kinds.text.published import PublishedSummary
 
 # The parts of an hour's cost swapped one at a time, in this order: (name, HourlyCost components).
 PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (

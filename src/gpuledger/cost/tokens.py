@@ -12,7 +12,8 @@ from typing import Any
 
 from gpuledger.cost.model import SECONDS_PER_HOUR, money_prefix
 from gpuledger.cost.runcost import RunCost, register_pricing
-from gpuledger.records import RunSummary, TextGenerationSummary
+from gpuledger.kinds.text.summary import TextGenerationSummary
+from gpuledger.records import RunSummary
 
 
 def prefill_share_of(summary: RunSummary | None) -> tuple[float | None, str]:

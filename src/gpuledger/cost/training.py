@@ -25,7 +25,7 @@ from typing import Any
 from gpuledger.cost.model import SECONDS_PER_HOUR, money_prefix
 from gpuledger.cost.runcost import RunCost, register_pricing
 from gpuledger.errors import InvalidInputError, UsageError
-from gpuledger.records.training import TrainingSummary
+from gpuledger.kinds.train.summary import TrainingSummary
 
 MAX_TRAIN_TOKENS = 1e18
 

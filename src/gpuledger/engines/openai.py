@@ -36,7 +36,7 @@ from gpuledger.engines.base import (
 from gpuledger.engines.http import PROBE_TIMEOUT_S, HttpEngine, exc_text, get_json, http_error_text
 from gpuledger.engines.sse import OpenAIStream
 from gpuledger.errors import EngineError
-from gpuledger.records.textgen import REASONING_KEY
+from gpuledger.kinds.text.summary import REASONING_KEY
 from gpuledger.urls import ServerUrl, parse_server_url
 
 # Servers that honour the length-control and usage extensions (checked against their APIs).

@@ -15,9 +15,10 @@ from typing import Protocol, runtime_checkable
 
 from gpuledger.engines.base import Engine, GenRequest, GenResult
 from gpuledger.errors import UsageError
-from gpuledger.records import BenchSpec, ServerSpec, TorchSpec
-from gpuledger.records.image import ImageSpec
-from gpuledger.records.trainspec import TrainSpec
+from gpuledger.kinds.image.spec import ImageSpec
+from gpuledger.kinds.text.spec import ServerSpec, TorchSpec
+from gpuledger.kinds.train.spec import TrainSpec
+from gpuledger.records import BenchSpec
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,12 +1,14 @@
 """The records every part of gpuledger exchanges: a run, its requests, its telemetry samples, its summary.
 
 These are the contract between engines/bench (which produce them), the store (which keeps them), and
-metrics/cost/report (pure functions over them); see ``run.py``, ``summary.py`` and ``units.py``.
+metrics/cost/report (pure functions over them); see ``run.py``, ``summary.py`` and ``units.py``. What each
+workload kind stores (its spec and summary classes) is in its package under ``gpuledger.kinds``, found
+through ``records.kinds``.
 """
 
-from gpuledger.records import image, published, textgen, torchspec, training, trainspec
+from gpuledger.records.itemstats import Latency
+from gpuledger.records.kinds import WorkloadKind, kind_named, kind_of_spec, kind_of_summary, kinds
 from gpuledger.records.origin import Origin
-from gpuledger.records.published import PublishedSummary
 from gpuledger.records.run import (
     RUN_STATUSES,
     TOKEN_SOURCES,
@@ -17,7 +19,7 @@ from gpuledger.records.run import (
     TelemetrySample,
     TokenSource,
 )
-from gpuledger.records.spec import BenchSpec, ServerSpec, SpecError, dump_spec, load_spec
+from gpuledger.records.spec import BenchSpec, SpecError, dump_spec, load_spec
 from gpuledger.records.summary import (
     RunSummary,
     SummaryError,
@@ -25,8 +27,6 @@ from gpuledger.records.summary import (
     dump_summary,
     load_summary,
 )
-from gpuledger.records.textgen import Latency, SloOutcome, TextGenerationSummary, TextStageSummary
-from gpuledger.records.torchspec import TorchSpec
 from gpuledger.records.units import (
     UnitInfo,
     Work,
@@ -44,36 +44,29 @@ __all__ = [
     "DoctorRunRecord",
     "Latency",
     "Origin",
-    "PublishedSummary",
     "RequestRecord",
     "RunInfo",
     "RunStatus",
     "RunSummary",
-    "ServerSpec",
-    "SloOutcome",
     "SpecError",
     "SummaryError",
     "TelemetrySample",
-    "TextGenerationSummary",
-    "TextStageSummary",
     "TokenSource",
-    "TorchSpec",
     "UnitInfo",
     "Work",
     "WorkSummary",
+    "WorkloadKind",
     "alias_of",
-    "register_alias",
-    "resolve_alias",
     "dump_spec",
     "dump_summary",
+    "kind_named",
+    "kind_of_spec",
+    "kind_of_summary",
+    "kinds",
     "load_spec",
     "load_summary",
-    "published",
+    "register_alias",
     "register_unit",
-    "image",
-    "textgen",
-    "torchspec",
-    "training",
-    "trainspec",
+    "resolve_alias",
     "unit_info",
 ]

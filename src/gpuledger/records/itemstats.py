@@ -18,17 +18,35 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from gpuledger.quantity import Quantity
 from gpuledger.records.run import RequestRecord
-from gpuledger.records.summary import ErrorExample, measured
-from gpuledger.records.textgen import Latency
+from gpuledger.records.summary import ErrorExample, Strict, measured
 
 MAX_EXAMPLES = 10
 MAX_ERROR_CHARS = 500
 
 T = TypeVar("T", bound=BaseModel)
+
+class Latency(Strict):
+    """One latency metric over the successful requests, in milliseconds (``n`` values; every figure
+    ``None`` when there are none). Percentiles interpolate linearly; ``std`` is the population std."""
+
+    mean: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    std: float | None = None
+    min: float | None = None
+    max: float | None = None
+    n: int = Field(default=0, ge=0)
+
+    def get(self, name: str) -> float | None:
+        value = getattr(self, name, None)
+        return float(value) if isinstance(value, int | float) else None
+
 
 
 def timing_in(record: RequestRecord, key: str, model: type[T]) -> T | None:

@@ -2,9 +2,11 @@
 
 ``BenchSpec`` holds what every run has (the engine's name, the label, the telemetry settings and what
 telemetry found, where a repeated workload came from). Each kind of engine subclasses it with its own
-arguments and registers under ``KIND``: ``ServerSpec`` for the HTTP engines (``openai``, ``ollama``: server,
-model, endpoint, dataset, load, counts, timeouts) here, ``TorchSpec`` for the in-process engine (model,
-device, dtype, batch, lengths) in ``records/torchspec.py``; the load patterns and stages are in
+arguments and registers under ``KIND``, in its workload kind's ``spec`` facet (``records/kinds.py``):
+``ServerSpec`` for the HTTP engines (``openai``, ``ollama``: server, model, endpoint, dataset, load, counts,
+timeouts) and ``TorchSpec`` for the in-process engine (model, device, dtype, batch, lengths) in
+``kinds/text/spec.py``, ``ImageSpec`` in ``kinds/image/spec.py``, ``TrainSpec`` in ``kinds/train/spec.py``;
+the datasets, the model architecture and the base of every spec are here, the load patterns and stages in
 ``records/load.py``, the models' base in ``records/specbase.py``. A spec is what is needed to repeat the run
 (``bench --like``) plus what the engine resolved when it ran (the device it chose, the model it built).
 
@@ -28,11 +30,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self, TypeVar
 
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Field,
     ValidationError,
-    ValidationInfo,
-    field_serializer,
     model_validator,
 )
 
@@ -51,7 +50,6 @@ from gpuledger.records.load import (
 )
 from gpuledger.records.specbase import SpecError, SpecModel, finite_positive
 from gpuledger.records.workloads import workload_problem
-from gpuledger.urls import redact_url
 
 if TYPE_CHECKING:
     from gpuledger.records.run import RequestRecord
@@ -61,6 +59,8 @@ SCHEMA_KEY = "$schema"
 SCHEMA_VERSION = 2
 KIND_KEY = "kind"
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
+# The kind of a stored spec that names none and whose engine no kind claims (a run against a server).
+DEFAULT_SPEC_KIND = "server"
 DATASETS = ("builtin", "random", "jsonl", "sharegpt", "trace")
 FILE_DATASETS = ("jsonl", "sharegpt", "trace")
 DEFAULT_INPUT_LEN = 128  # the random dataset's --input-len when none is given
@@ -315,153 +315,31 @@ class ModelArchitecture(SpecModel):
     config: dict[str, Any]
 
 
-class ServerSpec(BenchSpec):
-    """A run against an inference server (``openai``, ``ollama``). ``base_url`` is stored redacted
-    (``user:***@``); the API key itself is never part of the spec, only the variable holding it."""
-
-    KIND: ClassVar[str] = "server"
-    LEGACY_ENGINES: ClassVar[tuple[str, ...]] = ("openai", "ollama")
-
-    base_url: str | None = None
-    model: str | None = None
-    endpoint: str | None = None
-    dataset: DatasetSpec | None = None
-    load: LoadSpec | None = None
-    num_requests_per_stage: int | None = None
-    duration_s: float | None = None
-    warmup: int | None = None
-    slo: dict[str, float] | None = None
-    telemetry_interval: float | None = Field(default=None, alias="telemetry_interval_s")
-    server_metrics: bool | None = None
-    server_metrics_interval_s: float | None = None
-    request_timeout_s: float | None = None
-    api_key_env: str | None = None
-    seed: int | None = None
-    sampling: str | None = None
-    model_architecture: ModelArchitecture | None = None
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    @field_serializer("base_url")
-    def _redacted(self, url: str | None) -> str | None:
-        return None if url is None else redact_url(url)
-
-    @model_validator(mode="after")
-    def _flags(self, info: ValidationInfo) -> Self:
-        endpoints = (info.context or {}).get("endpoints")
-        if self.endpoint is not None and endpoints and self.endpoint not in endpoints:
-            raise ValueError(
-                f"--endpoint {self.endpoint} is not an endpoint of --engine {self.engine} "
-                f"(choose {' or '.join(endpoints)})"
-            )
-        if self.num_requests_per_stage is not None and self.duration_s is not None:
-            raise ValueError("give --num-requests or --duration, not both")
-        if self.num_requests_per_stage is not None and self.num_requests_per_stage < 1:
-            raise ValueError(f"--num-requests must be at least 1, got {self.num_requests_per_stage}")
-        if not finite_positive(self.duration_s):
-            raise ValueError(f"--duration must be a positive number of seconds, got {self.duration_s}")
-        if self.warmup is not None and self.warmup < 0:
-            raise ValueError(f"--warmup must be 0 or more, got {self.warmup}")
-        if not finite_positive(self.request_timeout_s):
-            raise ValueError(
-                f"--request-timeout must be a positive number of seconds, got {self.request_timeout_s}"
-            )
-        if not finite_positive(self.server_metrics_interval_s):
-            raise ValueError(
-                "--server-metrics-interval must be a positive number of seconds, got "
-                f"{self.server_metrics_interval_s}"
-            )
-        if not finite_positive(self.telemetry_interval):
-            raise ValueError(
-                f"--telemetry-interval must be a positive number of seconds, got {self.telemetry_interval}"
-            )
-        slo = slo_problem(self.slo)
-        if slo:
-            raise ValueError(slo)
-        traced = self.dataset is not None and self.dataset.name == "trace"
-        if traced != isinstance(self.load, TraceLoad) and (self.dataset is not None or self.load is not None):
-            raise ValueError(
-                "a trace replays its own arrivals: --trace FILE, with no --rate or --sweep"
-                if traced else "--trace-speed replays a trace: give --trace FILE"
-            )
-        return self
-
-    def dataset_spec(self) -> DatasetSpec | TokenIdDataset | None:
-        return self.dataset if self.dataset is not None else DatasetSpec(seed=self.workload_seed())
-
-    def stages(self) -> list[Stage]:
-        if self.load is None:
-            return [ConcurrencyStage(stage=f"c={DEFAULT_CONCURRENCY}", concurrency=DEFAULT_CONCURRENCY)]
-        return self.load.run_stages()
-
-    def requests_per_stage(self) -> int | None:
-        if self.duration_s is not None:
-            return None
-        if self.num_requests_per_stage is None and isinstance(self.load, TraceLoad):
-            return None  # a trace without a count replays every arrival it has
-        return self.num_requests_per_stage or DEFAULT_NUM_REQUESTS
-
-    def stage_duration_s(self) -> float | None:
-        return self.duration_s
-
-    def warmup_requests(self) -> int:
-        return self.warmup or 0
-
-    def slo_limits(self) -> dict[str, float]:
-        return {k: float(v) for k, v in (self.slo or {}).items() if k in SLO_KEYS}
-
-    def workload_seed(self) -> int:
-        return self.seed or 0
-
-    def summary_stages(self) -> list[dict[str, Any]] | None:
-        if not isinstance(self.load, SweepLoad):
-            return None
-        return [s.params() for s in self.load.stages]
-
-    def workload_record(self, meta: Mapping[str, Any], warmup: Mapping[str, Any]) -> dict[str, Any]:
-        return {
-            **meta,
-            "load": self.load.model_dump(mode="json") if self.load is not None else None,
-            "num_requests_per_stage": self.requests_per_stage(),
-            "duration_s": self.duration_s,
-            "warmup": dict(warmup),
-        }
-
-    def telemetry_interval_s(self) -> float:
-        if self.telemetry is not None:
-            return self.telemetry.interval_s
-        return self.telemetry_interval if self.telemetry_interval is not None else 0.1
-
-    def fixed_concurrency(self) -> int | None:
-        return self.load.fixed_concurrency() if self.load is not None else None
-
-    def records_server_metrics(self) -> bool | None:
-        return self.server_metrics
-
-    def single_process_reason(self) -> str | None:
-        if isinstance(self.load, TraceLoad):
-            return "a trace's schedule is replayed by one process (one clock for every arrival)"
-        if self.dataset is not None and self.dataset.turns is not None:
-            return "a session's turns follow each other's answers in one process"
-        return None
-
-
 # --------------------------------------------------------------------------------------------------
 # Reading, writing, checking
 # --------------------------------------------------------------------------------------------------
 
 
+def _loaded() -> dict[str, type[BenchSpec]]:
+    """The spec kinds, every workload kind's ``spec`` facet imported first (``records.kinds``)."""
+    from gpuledger.records.kinds import load_facet
+
+    load_facet("spec")
+    return _KINDS
+
+
 def spec_kinds() -> dict[str, type[BenchSpec]]:
-    return dict(_KINDS)
+    return dict(_loaded())
 
 
 def kind_of_engine(engine: str | None) -> type[BenchSpec]:
     """The spec kind schema 1 stored for runs of ``engine`` (its engines' names); a name gpuledger never
     had an engine of: the server kind (the store API's default)."""
-    for cls in _KINDS.values():
+    kinds = _loaded()
+    for cls in kinds.values():
         if engine in cls.LEGACY_ENGINES:
             return cls
-    return ServerSpec
+    return kinds[DEFAULT_SPEC_KIND]
 
 
 def first_problem(exc: ValidationError) -> str:
@@ -515,7 +393,7 @@ def load_spec(
     if kind is not None and not isinstance(kind, str):
         raise SpecError(f"config: kind {kind!r} is not a name")
     name = data.get("engine") if isinstance(data.get("engine"), str) else engine
-    cls = _KINDS.get(kind) if kind else (kind_of_engine(name) if data else BenchSpec)
+    cls = _loaded().get(kind) if kind else (kind_of_engine(name) if data else BenchSpec)
     if cls is None:
         raise SpecError(f"config: kind {kind!r} is not one this gpuledger reads ({', '.join(_KINDS)})")
     try:
@@ -566,7 +444,6 @@ __all__ = [
     "ModelArchitecture",
     "RateLoad",
     "RateStage",
-    "ServerSpec",
     "SpecError",
     "SpecModel",
     "Stage",

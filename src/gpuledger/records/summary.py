@@ -2,10 +2,11 @@
 
 ``RunSummary`` holds what every kind of run has — the window, how many items (requests, steps, images)
 were attempted, finished and failed, why the run stopped early — and ``work()``: the map from unit to
-``Work`` that cost, compare, report and the monitor price. Each kind of workload subclasses it
-(``TextGenerationSummary`` in ``records/textgen.py``; training and image generation in their modules) and
-registers under ``KIND``; a summary of a kind nobody registered in this module can still be stored and
-priced as ``WorkSummary`` (``work`` given explicitly).
+``Work`` that cost, compare, report and the monitor price. Each workload kind subclasses it in its
+``summary`` facet (``TextGenerationSummary`` in ``kinds/text/summary.py``, ``ImageSummary`` and
+``TrainingSummary`` in their kinds' packages: ``records/kinds.py``) and registers under ``KIND``; a
+summary of a kind no workload kind stores can still be stored and priced as ``WorkSummary`` (``work``
+given explicitly).
 
 Stored form: ``dump_summary`` writes the model's fields that were set (so what was absent stays absent)
 plus ``"kind"`` for every kind but text generation (the only kind that existed before), and the store
@@ -241,7 +242,23 @@ class SummaryError(ValueError):
     """A stored summary that cannot be read (the store maps it to StoreError / InvalidInputError)."""
 
 
+def summary_class(kind: str) -> type[RunSummary] | None:
+    """The summary class stored under ``kind``: the workload kind that stores it has its ``summary`` facet
+    imported (``records.kinds``); None when no kind stores it (read as ``WorkSummary``)."""
+    if kind not in _KINDS:
+        from gpuledger.records.kinds import kind_of_summary
+
+        owner = kind_of_summary(kind)
+        if owner is not None:
+            owner.facet("summary")
+    return _KINDS.get(kind)
+
+
 def summary_kinds() -> dict[str, type[RunSummary]]:
+    """Every summary class of every registered workload kind, by its ``KIND``."""
+    from gpuledger.records.kinds import load_facet
+
+    load_facet("summary")
     return dict(_KINDS)
 
 
@@ -266,7 +283,7 @@ def load_summary(doc: Mapping[str, Any] | None) -> RunSummary | None:
             f"summary schema {version!r} is not one this gpuledger reads (1..{SCHEMA_VERSION})"
         )
     kind = data.get("kind", DEFAULT_KIND)
-    cls = _KINDS.get(kind) if isinstance(kind, str) else None
+    cls = summary_class(kind) if isinstance(kind, str) else None
     if cls is None:
         cls = WorkSummary
     elif cls is not WorkSummary:

@@ -1,36 +1,19 @@
-"""The in-process engine's spec (``TorchSpec``) and the records of what it resolved: the model it built or
-loaded (``TorchModel``, ``ModelShape``), the memory it estimated (``MemoryEstimate``), how it generated.
-
-What was asked: ``model.spec`` (``dummy:NAME``, a folder or a Hugging Face id), ``device`` and ``dtype``
-(``auto`` until the engine chooses), ``batch_size`` (the concurrency), ``input_tokens`` / ``output_tokens``,
-``requests_planned`` (whole batches), ``warmup``, ``seed``, ``slo``, ``max_duration_s`` (no new batch past
-it), ``memory_budget_bytes``. What the engine resolved when it opened: the chosen ``device``, its
-``device_name`` and ``build``, the ``dtype``, the planned ``model``, ``num_parameters``,
-``kv_bytes_per_token``, ``memory_estimate``, ``cpu_threads``, ``generation``.
-
-Schema-1 torch specs (before the spec was typed) kept the lengths and the seed in the run's workload and the
-SLOs in its summary only: ``upgrade_v1`` reads them from there, leaving the stored form as it was.
+"""What the in-process PyTorch engines' specs share (``TorchModelSpec``: inference's ``TorchSpec`` in
+``kinds/text/spec.py``, training's ``TrainSpec`` in ``kinds/train/spec.py``) and the records of what they
+resolved: the model built or loaded (``TorchModel``, ``ModelShape``), the memory estimated
+(``MemoryEstimate``), how the inference engine generated (``GenerationSettings``).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
-from typing import Any, ClassVar, Literal, Self
+from typing import Any, Literal
 
-from pydantic import ConfigDict, model_validator
+from pydantic import ConfigDict
 
 from gpuledger.records.spec import (
-    BatchStage,
     BenchSpec,
-    DatasetSpec,
     SpecModel,
-    Stage,
-    TokenIdDataset,
-    register_upgrade,
-    slo_problem,
 )
-from gpuledger.records.textgen import TextGenerationSummary
 
 # Bytes per element of the dtypes the engine computes in.
 BYTES_PER_ELEMENT: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2}
@@ -130,7 +113,7 @@ class GenerationSettings(SpecModel):
 
 class TorchModelSpec(BenchSpec):
     """What the specs of the in-process engines share (inference: ``TorchSpec``; training: ``TrainSpec`` in
-    ``records/trainspec.py``): the model asked for, the device and the dtype (``auto`` until the engine
+    ``kinds/train/spec.py``): the model asked for, the device and the dtype (``auto`` until the engine
     chooses). A base only: it registers no kind."""
 
     model: TorchModel | None = None
@@ -154,116 +137,6 @@ class TorchModelSpec(BenchSpec):
         return self.dtype if self.dtype != "auto" else None
 
 
-class TorchSpec(TorchModelSpec):
-    """A run of the in-process PyTorch engine (``engine: torch``); see the module docstring."""
-
-    KIND: ClassVar[str] = "torch"
-    LEGACY_ENGINES: ClassVar[tuple[str, ...]] = ("torch",)
-    OBSERVED: ClassVar[tuple[str, ...]] = (
-        *BenchSpec.OBSERVED, "device_name", "build", "cpu_threads", "memory_estimate.available_bytes",
-        "memory_estimate.available_source", "memory_estimate.fits",
-    )
-
-    batch_size: int | None = None
-    concurrency: int | None = None  # = batch_size: every sequence of a batch is in flight together
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    requests_planned: int | None = None
-    warmup: bool | None = None
-    seed: int | None = None
-    slo: dict[str, float] | None = None
-    max_duration_s: float | None = None
-    memory_budget_bytes: int | None = None
-    device_name: str | None = None
-    build: str | None = None
-    num_parameters: int | None = None
-    kv_bytes_per_token: int | None = None
-    cpu_threads: int | None = None
-    memory_estimate: MemoryEstimate | None = None
-    generation: GenerationSettings | None = None
-
-    @model_validator(mode="after")
-    def _flags(self) -> Self:
-        counts = (("--batch/--concurrency", self.batch_size), ("--input-tokens", self.input_tokens),
-                  ("--output-tokens", self.output_tokens), ("--num-requests", self.requests_planned))
-        for flag, value in counts:
-            if value is not None and value < 1:
-                raise ValueError(f"{flag} must be at least 1 (got {value})")
-        self.check_model()
-        cap = self.max_duration_s
-        if cap is not None and not (math.isfinite(cap) and cap > 0):
-            raise ValueError(f"the time cap must be a positive number of seconds, got {self.max_duration_s}")
-        if self.memory_budget_bytes is not None and self.memory_budget_bytes < 0:
-            raise ValueError(f"--memory-budget must be 0 or more, got {self.memory_budget_bytes}")
-        slo = slo_problem(self.slo)
-        if slo:
-            raise ValueError(slo)
-        return self
-
-    @classmethod
-    def whole_batches(cls, requests: int | None, batch_size: int) -> int:
-        """``requests`` (default: one batch) rounded up to whole batches; a count under 1 stays as it is
-        (the validator refuses it with the number given)."""
-        n = requests if requests is not None else batch_size
-        return math.ceil(n / batch_size) * batch_size if n >= 1 and batch_size >= 1 else n
-
-    def token_lengths(self) -> tuple[int, int]:
-        """(input, output) tokens per request (128 each when the spec does not say)."""
-        return self.input_tokens or 128, self.output_tokens or 128
-
-    def dataset_spec(self) -> DatasetSpec | TokenIdDataset | None:
-        inp, out = self.token_lengths()
-        return TokenIdDataset(input_tokens=inp, output_tokens=out, count=self.requests_per_stage() or 1,
-                              seed=self.workload_seed())
-
-    def stages(self) -> list[Stage]:
-        batch = self.fixed_concurrency() or 1
-        return [BatchStage(stage="", batch_size=batch, time_cap_s=self.max_duration_s)]
-
-    def requests_per_stage(self) -> int | None:
-        return self.requests_planned or self.fixed_concurrency() or 1
-
-    def warmup_requests(self) -> int:
-        return (self.fixed_concurrency() or 1) if self.warmup is not False else 0
-
-    def warmup_output_tokens(self) -> int | None:
-        return min(self.token_lengths()[1], WARMUP_OUTPUT_TOKENS)
-
-    def slo_limits(self) -> dict[str, float]:
-        return dict(self.slo or {})
-
-    def workload_seed(self) -> int:
-        return self.seed or 0
-
-    def parameter_count(self) -> int | None:
-        if self.num_parameters is not None:
-            return self.num_parameters
-        return self.model.params if self.model is not None else None
-
-    def fixed_concurrency(self) -> int | None:
-        return self.batch_size or self.concurrency
-
-
-def upgrade_v1(spec: BenchSpec, workload: Mapping[str, Any], summary: Any) -> BenchSpec:
-    """A schema-1 torch spec with its lengths and seed from the run's workload and its SLOs from the
-    summary; the fields filled are left unset, so the spec dumps as it was stored."""
-    if not isinstance(spec, TorchSpec):
-        return spec
-    filled: dict[str, Any] = {}
-    for key in ("input_tokens", "output_tokens", "seed"):
-        value = workload.get(key)
-        if getattr(spec, key) is None and type(value) is int:
-            filled[key] = value
-    if spec.slo is None and isinstance(summary, TextGenerationSummary) and summary.slo is not None:
-        filled["slo"] = summary.slo.limits()
-    if not filled:
-        return spec
-    whole = TorchSpec.model_validate({**spec.model_dump(exclude_unset=True), **filled})
-    return TorchSpec.model_construct(_fields_set=set(spec.model_fields_set), **dict(whole))
-
-
-register_upgrade(TorchSpec.KIND, upgrade_v1)
-
 __all__ = [
     "BYTES_PER_ELEMENT",
     "GIB",
@@ -272,7 +145,5 @@ __all__ = [
     "ModelShape",
     "TorchModel",
     "TorchModelSpec",
-    "TorchSpec",
     "gib",
-    "upgrade_v1",
 ]

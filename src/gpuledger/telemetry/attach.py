@@ -21,16 +21,17 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gpuledger.errors import InvalidInputError, NotFoundError
-from gpuledger.records import RunInfo, TelemetrySample
-from gpuledger.telemetry.base import DeviceInfo
+from gpuledger.records import RunInfo
+from gpuledger.telemetry.base import MAX_DEVICES, DeviceInfo
 from gpuledger.telemetry.energy import DEFAULT_GAP_LIMIT_S, edge_tolerance
-from gpuledger.telemetry.logs import LogFormat, ParsedLog, parse_log
-from gpuledger.telemetry.sampler import summarize_device
+from gpuledger.telemetry.logs import FORMATS, MAX_LINE, LogFormat, ParsedLog, parse_log
+from gpuledger.telemetry.sampler import summarize_series
 
 MAX_FILE_BYTES = 1024 * 1024 * 1024
 NEAR_S = 60.0  # log samples further than this from the window cannot be about the run
 
 
+from gpuledger.boundedio import iter_lines
 class RunStore(Protocol):
     def get_run(self, id_or_prefix: str) -> RunInfo: ...
 

@@ -39,7 +39,7 @@ from typing import Literal
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpuledger.telemetry.base import MHZ, MIB, DeviceInfo, SourceError, Vendor
+from gpuledger.telemetry.base import MAX_DEVICES, MHZ, MIB, DeviceInfo, SourceError, Vendor
 
 Exporter = Literal["dcgm-exporter", "amd-device-metrics-exporter", "gpuledger"]
 

@@ -18,6 +18,7 @@ import aiohttp
 
 from gpuledger.telemetry.base import SourceError
 
+from gpuledger.boundedio import TooLarge, read_body
 MAX_BODY_BYTES = 16 * 1024 * 1024  # an exposition of 8 GPUs with every DCGM field is ~1 MB
 DEFAULT_TIMEOUT_S = 5.0
 

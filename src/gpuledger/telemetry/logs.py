@@ -30,7 +30,7 @@ from datetime import datetime
 from typing import Literal
 
 from gpuledger.errors import InvalidInputError
-from gpuledger.telemetry.base import MHZ, MIB, Vendor
+from gpuledger.telemetry.base import MAX_DEVICES, PHYSICAL_MAX, UNITS, Vendor, unit_factor
 
 LogFormat = Literal["nvidia-smi", "amd-smi", "dcgm"]
 FORMATS: tuple[LogFormat, ...] = ("nvidia-smi", "amd-smi", "dcgm")

@@ -20,7 +20,7 @@ import time
 from collections.abc import Mapping
 
 from gpuledger.errors import UsageError
-from gpuledger.telemetry.base import DeviceInfo, Reading, SourceError
+from gpuledger.telemetry.base import MAX_DEVICES, DeviceInfo, Reading, SourceError
 from gpuledger.telemetry.expo import ENERGY_SERIES, POWER_SERIES, SERIES, ExpoDevice, classify, plausible
 from gpuledger.telemetry.http import HttpClient
 from gpuledger.telemetry.remote import RemoteSource, RemoteUrl, parse_seconds, wall_offset

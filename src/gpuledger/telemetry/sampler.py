@@ -20,6 +20,7 @@ from gpuledger.errors import UsageError
 from gpuledger.records import TelemetrySample
 from gpuledger.telemetry.assign import decide
 from gpuledger.telemetry.base import DeviceInfo, Reading, SourceError, SourceStatus, Vendor
+from gpuledger.telemetry.bounds import POWER_OUT_OF_RANGE, hold_power
 from gpuledger.telemetry.energy import (
     COUNTER_TOLERANCE,
     DEFAULT_GAP_LIMIT_S,

@@ -19,8 +19,9 @@ from typing import Any
 from gpuledger.engines.base import Engine, GenRequest, GenResult, ServerInfo
 from gpuledger.engines.image.base import ImageEngine, request_for
 from gpuledger.errors import UsageError
+from gpuledger.kinds.image.spec import ImageSpec
+from gpuledger.kinds.image.summary import MAX_THUMBNAILS
 from gpuledger.records import BenchSpec
-from gpuledger.records.image import MAX_THUMBNAILS, ImageSpec
 from gpuledger.tokenizer import Tokenizer
 
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from gpuledger.engines.base import GenResult, ServerInfo
+from gpuledger.kinds.image.summary import TIMING_KEY, ImageTiming, NodeTime, Thumbnail
 from gpuledger.records import RequestRecord
-from gpuledger.records.image import TIMING_KEY, ImageTiming, NodeTime, Thumbnail
 
 WARMUP_SEED_OFFSET = 1_000_000_007
 DEFAULT_PROMPT = "a photograph of an astronaut riding a horse on the moon, detailed, 35mm"

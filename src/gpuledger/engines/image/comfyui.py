@@ -46,7 +46,8 @@ from gpuledger.engines.image.base import ImageRequest, ImageResult
 from gpuledger.engines.image.thumbs import thumbnail_of_bytes
 from gpuledger.engines.image.workflow import OUTPUT_IMAGE_KEYS, Patched, Workflow, patch
 from gpuledger.errors import EngineError
-from gpuledger.records.image import ImageSpec, NodeTime
+from gpuledger.kinds.image.spec import ImageSpec
+from gpuledger.kinds.image.summary import NodeTime
 from gpuledger.urls import redact_url
 
 MAX_WS_MESSAGE = 16 * 1024**2

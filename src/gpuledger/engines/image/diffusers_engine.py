@@ -53,7 +53,7 @@ from gpuledger.engines.torch.device import (
     select_device,
 )
 from gpuledger.errors import EngineError, ResourceError, UsageError
-from gpuledger.records.image import ImageSpec
+from gpuledger.kinds.image.spec import ImageSpec
 
 SCHEDULERS: dict[str, str] = {
     "ddim": "DDIMScheduler",

@@ -27,7 +27,7 @@ from gpuledger.engines.base import CANNOT_CONNECT, ServerInfo
 from gpuledger.engines.image.base import ImageRequest, ImageResult
 from gpuledger.engines.image.thumbs import NOT_AN_IMAGE, image_size, thumbnail_of_bytes
 from gpuledger.errors import EngineError
-from gpuledger.records.image import ImageSpec
+from gpuledger.kinds.image.spec import ImageSpec
 from gpuledger.urls import redact_url
 
 MAX_RESPONSE_BYTES = 512 * 1024**2

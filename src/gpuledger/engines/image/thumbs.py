@@ -10,7 +10,7 @@ import io
 import zlib
 from typing import Any
 
-from gpuledger.records.image import MAX_THUMBNAIL_CHARS, THUMBNAIL_PX, Thumbnail
+from gpuledger.kinds.image.summary import MAX_THUMBNAIL_CHARS, THUMBNAIL_PX, Thumbnail
 
 NO_PILLOW = "thumbnails not kept: Pillow is not installed (pip install 'gpuledger[image]')"
 # A server's image larger than this is not decoded for a thumbnail (bytes; pixels below).

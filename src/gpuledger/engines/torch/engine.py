@@ -41,8 +41,9 @@ from gpuledger.engines.torch.imports import import_torch
 from gpuledger.engines.torch.inprocess import InProcessEngine
 from gpuledger.engines.torch.models import LoadedModel, ModelPlan, check_positions, load_model, plan_model
 from gpuledger.errors import EngineError
+from gpuledger.kinds.text.spec import TorchSpec
 from gpuledger.quantity import Quantity
-from gpuledger.records import BenchSpec, TorchSpec
+from gpuledger.records import BenchSpec
 from gpuledger.records.torchspec import GenerationSettings, MemoryEstimate
 
 

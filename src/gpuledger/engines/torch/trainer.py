@@ -43,16 +43,16 @@ from gpuledger.engines.torch.trainstep import (
     train_step,
 )
 from gpuledger.errors import EngineError, Interrupted, InvalidInputError, ResourceError, UsageError
-from gpuledger.quantity import Quantity
-from gpuledger.records import BenchSpec
-from gpuledger.records.training import TrainStep
-from gpuledger.records.trainspec import (
+from gpuledger.kinds.train.spec import (
     DEFAULT_LEARNING_RATE,
     RankDevice,
     TrainData,
     TrainMemoryEstimate,
     TrainSpec,
 )
+from gpuledger.kinds.train.summary import TrainStep
+from gpuledger.quantity import Quantity
+from gpuledger.records import BenchSpec
 
 NAME = "torch-train"
 

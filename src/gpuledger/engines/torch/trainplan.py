@@ -28,8 +28,8 @@ from gpuledger.catalog import peak_compute
 from gpuledger.engines.torch.device import DeviceInfo
 from gpuledger.engines.torch.models import param_count
 from gpuledger.facts.naming import catalog_spec_for_name
+from gpuledger.kinds.train.spec import TrainMemoryEstimate
 from gpuledger.records.torchspec import ModelShape
-from gpuledger.records.trainspec import TrainMemoryEstimate
 
 FLOPS_METHOD = (
     "torchtitan convention: 6 × non-embedding parameters + 12 × layers × hidden size × sequence length "

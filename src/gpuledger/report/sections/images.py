@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuledger.records.image import ImageSummary
+from gpuledger.kinds.image.summary import ImageSummary
 from gpuledger.report import fmt
 from gpuledger.report.model import Section, Table, Thumb
 from gpuledger.report.sections.base import RunData

@@ -5,8 +5,8 @@ of the summary when the records are not there)."""
 
 from __future__ import annotations
 
-from gpuledger.records.training import TrainingSummary, step_of
-from gpuledger.records.trainspec import TrainSpec
+from gpuledger.kinds.train.spec import TrainSpec
+from gpuledger.kinds.train.summary import TrainingSummary, step_of
 from gpuledger.report import fmt
 from gpuledger.report.model import Figure, Section, Table
 from gpuledger.report.sections.base import RunData, line_mode, xy_series

@@ -1,10 +1,11 @@
 """The summary of a text-generation run (LLM inference): tokens, requests, latencies, SLOs, sweep stages.
 
-Produced by ``gpuledger.bench.metrics.summarize``; the metric definitions are in that module and in
-docs/bench.md. Its work is counted in output tokens (the headline), input tokens, tokens (in + out),
-requests and — with SLOs — good requests and good output tokens; a run whose streams had reasoning also in
-answer tokens (output tokens less reasoning: ``bench.workload_metrics``). The reasoning and session blocks
-are set only for runs that had them.
+Produced by ``gpuledger.bench.metrics.summarize`` (the metric definitions are in that module and in
+docs/bench.md); a published point's summary is ``PublishedSummary`` (``kinds/text/published.py``, stored by
+``gpuledger import-results``). Its work is counted in output tokens (the headline), input tokens, tokens (in
++ out), requests and — with SLOs — good requests and good output tokens; a run whose streams had reasoning
+also in answer tokens (output tokens less reasoning: ``bench.workload_metrics``). The reasoning and session
+blocks are set only for runs that had them.
 """
 
 from __future__ import annotations
@@ -13,17 +14,13 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from gpuledger.kinds.text import units as _units  # noqa: F401  (registers the units counted here)
+from gpuledger.kinds.text.published import PublishedSummary
 from gpuledger.quantity import Quantity
+from gpuledger.records.itemstats import Latency
 from gpuledger.records.summary import RunSummary, Strict
-from gpuledger.records.units import Work, register_alias, register_unit
+from gpuledger.records.units import Work
 
-register_unit("output_token", "output tokens", 1e6, short="output tok")
-register_unit("input_token", "input tokens", 1e6, short="input tok")
-register_unit("token", "tokens", 1e6, short="tok")
-register_unit("request", "requests", 1)
-register_unit("good_request", "good requests", 1)
-register_unit("answer_token", "answer tokens", 1e6, short="answer tok")
-register_unit("good_output_token", "good output tokens", 1e6, short="good output tok")
 # What a request's record keeps beside its timings (server_timings[KEY]): the reasoning/answer split the
 # engine read from the stream (engines/openai.py), and what the load knows of it (session and turn, a
 # trace's schedule: bench/sessions.py, bench/replay.py).
@@ -31,28 +28,8 @@ REASONING_KEY = "reasoning"
 WORKLOAD_KEY = "workload"
 # Units a run has only when its requests did such work (reasoning; SLOs given).
 EXTRA_UNITS = ("answer_token", "good_output_token")
-# compare --basis output | total (the names it always had)
-register_alias("output", "output_token", "output tokens")
-register_alias("total", "token", "total tokens")
 
 
-class Latency(Strict):
-    """One latency metric over the successful requests, in milliseconds (``n`` values; every figure
-    ``None`` when there are none). Percentiles interpolate linearly; ``std`` is the population std."""
-
-    mean: float | None = None
-    p50: float | None = None
-    p90: float | None = None
-    p95: float | None = None
-    p99: float | None = None
-    std: float | None = None
-    min: float | None = None
-    max: float | None = None
-    n: int = Field(default=0, ge=0)
-
-    def get(self, name: str) -> float | None:
-        value = getattr(self, name, None)
-        return float(value) if isinstance(value, int | float) else None
 
 
 class SloOutcome(Strict):
@@ -315,3 +292,21 @@ class TextStageSummary(TextGenerationSummary):
 
 
 TextGenerationSummary.model_rebuild()
+
+
+__all__ = [
+    "EXTRA_UNITS",
+    "LATENCY_METRICS",
+    "LengthExample",
+    "OutputLengthCheck",
+    "PublishedSummary",
+    "REASONING_KEY",
+    "ReasoningSummary",
+    "ServerTimings",
+    "SessionSummary",
+    "SloOutcome",
+    "TextGenerationSummary",
+    "TextStageSummary",
+    "TurnSummary",
+    "WORKLOAD_KEY",
+]

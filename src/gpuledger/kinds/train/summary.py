@@ -27,6 +27,7 @@ from pydantic import Field
 
 from gpuledger.quantity import Quantity
 from gpuledger.records.itemstats import (
+    Latency,
     item_counts,
     latency_of,
     per_window,
@@ -36,7 +37,6 @@ from gpuledger.records.itemstats import (
 )
 from gpuledger.records.run import RequestRecord
 from gpuledger.records.summary import EMPTY_WINDOW, WINDOW, RunSummary, Strict, measured
-from gpuledger.records.textgen import Latency
 from gpuledger.records.units import Work, register_unit
 
 register_unit("training_token", "training tokens", 1e6, short="training tok")

@@ -18,8 +18,8 @@ from typing import ClassVar
 
 from pydantic import Field, field_validator, model_validator
 
+from gpuledger.kinds.text import units as _units  # noqa: F401  (registers the token units priced here)
 from gpuledger.quantity import Quantity
-from gpuledger.records import textgen  # noqa: F401  (registers the token units priced here)
 from gpuledger.records.origin import Origin
 from gpuledger.records.summary import RunSummary
 from gpuledger.records.units import Work

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
 
 from pydantic import Field, model_validator
 
+from gpuledger.kinds.train.summary import summarize_training
 from gpuledger.records.load import ConcurrencyStage, Stage
 from gpuledger.records.spec import SpecModel, TokenIdDataset
 from gpuledger.records.torchspec import TorchModelSpec, gib
-from gpuledger.records.training import summarize_training
 
 if TYPE_CHECKING:
     from gpuledger.records.run import RequestRecord
