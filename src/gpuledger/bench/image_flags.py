@@ -1,5 +1,5 @@
-"""The spec of an image run (``records.image.ImageSpec``) from ``gpuledger bench --task image``'s values, and
-for library callers (``gpuledger run --task image``, the benchmarks, tests): ``image_spec``.
+"""The spec of an image run (``kinds.image.spec.ImageSpec``) from ``gpuledger bench --task image``'s values,
+and for library callers (``gpuledger run --task image``, the benchmarks, tests): ``image_spec``.
 
 Engines: ``diffusers`` (in-process: ``--model dummy:NAME`` or a diffusers folder, ``--device``, ``--dtype``,
 ``--scheduler``), ``comfyui`` (``--base-url``, ``--workflow FILE.json``, ``--set NODE.INPUT=VALUE``) and

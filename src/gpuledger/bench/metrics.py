@@ -11,7 +11,7 @@
 Reasoning and answer tokens, goodput in tokens and multi-turn sessions: ``bench.workload_metrics``.
 
 Throughput and latency use the successful requests; failed ones count in ``error_rate``. Latency
-blocks (``records.textgen.Latency``) are in milliseconds with ``mean, p50, p90, p95, p99, std, min, max,
+blocks (``records.itemstats.Latency``) are in milliseconds with ``mean, p50, p90, p95, p99, std, min, max,
 n``; percentiles interpolate linearly between order statistics (numpy's default), ``std`` is the
 population std.
 """
@@ -247,7 +247,7 @@ def summarize(
     slo: dict[str, float] | None = None,
     stages: Sequence[dict[str, Any]] | None = None,
 ) -> TextGenerationSummary:
-    """The run summary (``records.textgen.TextGenerationSummary``), computed from the requests alone.
+    """The run summary (``kinds.text.summary.TextGenerationSummary``), computed from the requests alone.
 
     ``stages`` (a sweep): ordered ``{"stage": name, ...params}`` dicts; each gets its own summary of
     the requests whose ``stage`` matches, with the params merged in."""

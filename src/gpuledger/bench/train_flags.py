@@ -1,4 +1,4 @@
-"""The spec of a training run (``records.trainspec.TrainSpec``) from ``gpuledger bench --task train``'s
+"""The spec of a training run (``kinds.train.spec.TrainSpec``) from ``gpuledger bench --task train``'s
 values, and for library callers (``gpuledger run --task train``, the benchmarks, tests): ``train_spec``.
 
 Flags: ``--model`` (``dummy:NAME`` or a model folder), ``--device``, ``--dtype auto|bf16|fp16|fp32``,

@@ -1,5 +1,5 @@
 """``gpuledger bench``'s options for ``--task train`` (docs/train.md). The values go to
-``bench.train_flags.train_from``; their rules are ``records/trainspec.py``'s."""
+``bench.train_flags.train_from``; their rules are ``kinds/train/spec.py``'s."""
 
 from __future__ import annotations
 

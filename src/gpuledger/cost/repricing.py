@@ -1,6 +1,6 @@
 """A published comparison re-priced: the publisher's ratio next to the user's, and what moved it.
 
-Two published points (``records/published.py``) that name the tier their publisher priced them with
+Two published points (``kinds/text/published.py``) that name the tier their publisher priced them with
 (``publisher_profile``, e.g. ``b200-inferencex-hyperscaler``) are priced twice: with the publisher's tiers
 (the published ratio) and with the user's profiles (the user's ratio). Their rates are the same both times,
 so the two ratios differ only by what an hour costs and how much of it serves:

@@ -1,5 +1,5 @@
 """What the summaries of item-by-item runs compute alike (an image run's requests, a training run's steps:
-``records/image.py``, ``records/training.py``): the measured window, the failures, a rate over the window,
+``kinds/image/summary.py``, ``kinds/train/summary.py``): the measured window, the failures, a rate over the window,
 the per-item latency blocks, the timing an engine keeps in a request record, and the percentile figures of
 ``key_figures``. Pure functions over stored records.
 

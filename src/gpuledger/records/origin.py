@@ -1,7 +1,7 @@
 """Where a run's figures come from when the run did not measure them itself: a published point.
 
 ``RunSummary.origin()`` is ``None`` for every run gpuledger measured. A summary of figures someone else
-published (``records/published.py``) returns an ``Origin``: who published them and when, on which GPU
+published (``kinds/text/published.py``) returns an ``Origin``: who published them and when, on which GPU
 and how many, and the power per GPU they published (if any). The cost model, the reports and ``show``
 word every such figure with ``Origin.label`` — "published by SOURCE (DATE), not measured here" — never
 "measured".

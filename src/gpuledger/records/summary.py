@@ -142,7 +142,7 @@ class RunSummary(Strict):
 
     def origin(self) -> Origin | None:
         """Where the figures come from when the run did not measure them itself (a published point:
-        ``records/published.py``); None for a run gpuledger measured."""
+        ``kinds/text/published.py``); None for a run gpuledger measured."""
         return None
 
     def fidelity_notes(self) -> list[str]:

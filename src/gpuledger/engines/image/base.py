@@ -3,7 +3,7 @@ it. Like the text engines, a per-request fault is a value (``ImageResult.error``
 "the engine cannot be used at all" raises ``EngineError`` (or ``ResourceError`` when it cannot fit).
 
 Times are absolute ``time.perf_counter()`` seconds; :meth:`ImageResult.to_gen_result` hands them to the bench
-runner like any engine's result, with the rest as the record's ``ImageTiming`` (``records.image``).
+runner like any engine's result, with the rest as the record's ``ImageTiming`` (``kinds.image.summary``).
 """
 
 from __future__ import annotations

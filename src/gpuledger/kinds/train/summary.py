@@ -1,6 +1,6 @@
 """Training: what one optimizer step measured (``TrainStep``, kept in the step's request record), and the
 run's summary (``TrainingSummary``) with the pure function that makes it (``summarize_training``). The spec
-of a training run is ``records/trainspec.py``; docs/train.md has the definitions. In short:
+of a training run is ``kinds/train/spec.py``; docs/train.md has the definitions. In short:
 
 - a step is one optimizer update: ``grad_accum`` micro-batches of ``batch_size`` sequences of ``seq_len``
   tokens on each of ``world_size`` ranks (forward and backward each), then the optimizer; its time runs
@@ -11,7 +11,7 @@ of a training run is ``records/trainspec.py``; docs/train.md has the definitions
 - rates are over the measured window: the first measured step's start to the last one's end (the gaps
   between steps, where the run stores what it measured, are in it);
 - MFU = model FLOPs per token × training tokens/s ÷ (peak dense FLOP/s of one device at the run's dtype ×
-  devices), the model FLOPs per token of torchtitan's convention (``records.trainspec.flops_per_token``).
+  devices), the model FLOPs per token of torchtitan's convention (``kinds.train.spec.flops_per_token``).
 
 A request record of a training run is one step: ``t_send`` its start, ``t_end`` its end, ``index`` the step
 number (from 0), and its ``TrainStep`` under ``server_timings["train"]``; its token fields stay empty.

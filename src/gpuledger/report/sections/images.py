@@ -118,7 +118,7 @@ def images_section(runs: list[RunData], *, images: bool = True) -> Section | Non
                 "peak device memory GiB",
             ),
             tuple(rows),
-            provenance="the runs' summaries (records.image.summarize_images)",
+            provenance="the runs' summaries (kinds.image.summary.summarize_images)",
         ),
         Table(
             "image_stages",
@@ -144,7 +144,7 @@ def images_section(runs: list[RunData], *, images: bool = True) -> Section | Non
     elif thumbs:
         notes.append(
             "thumbnails: the first images of each run, downscaled to at most 96 px and kept in the run's "
-            "record (records.image.Thumbnail); a dummy model's random weights draw noise"
+            "record (kinds.image.summary.Thumbnail); a dummy model's random weights draw noise"
         )
     return Section(
         key="images",

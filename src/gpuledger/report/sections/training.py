@@ -100,7 +100,7 @@ def training_section(runs: list[RunData]) -> Section | None:
         if times:
             pts = _downsampled(times)
             time_series.append(xy_series(r.ref.name, pts, mode=line_mode(len(pts)), color=i))
-    provenance = f"per optimizer step, from the {' and '.join(sorted(sources))} (records.training)"
+    provenance = f"per optimizer step, from the {' and '.join(sorted(sources))} (kinds.train.summary)"
     figures = []
     if loss_series:
         figures.append(
@@ -144,7 +144,7 @@ def training_section(runs: list[RunData]) -> Section | None:
             "memory estimate GiB",
         ),
         tuple(rows),
-        provenance="the runs' summaries (records.training.summarize_training); the allocator's peak "
+        provenance="the runs' summaries (kinds.train.summary.summarize_training); the allocator's peak "
         "(torch.cuda.max_memory_allocated on a GPU, the profiler's CPU allocations on a CPU)",
     )
     return Section(
