@@ -237,8 +237,10 @@ class SlurmCells:
 
     def check_none_queued(self, store: Store, matrix_id: str) -> None:
         """Refuse to resume a matrix while tasks of its earlier arrays are still queued for cells that are
-        not complete (they would run the same cells twice). A task whose cell is complete is only ending."""
-        arrays, cells = self._submitted(self.folder / matrix_id)
+        not complete (they would run the same cells twice). A task whose cell is complete, or which has
+        left its result, is only ending."""
+        folder = self.folder / matrix_id
+        arrays, cells = self._submitted(folder)
         states, why = slurm.queue_states(self._run, arrays)
         if why is not None:
             raise ResourceError(f"cannot tell whether matrix {matrix_id}'s earlier tasks are still queued: "
@@ -246,7 +248,8 @@ class SlurmCells:
         complete = {(c.key, c.repeat) for c in store.matrix_cells(matrix_id) if c.status == "complete"}
         # A bare array id is the array's pending rest: its cells are not known, so not complete.
         queued = sorted({job.partition("_")[0] for job, st in states.items()
-                         if st in slurm.QUEUED and cells.get(job) not in complete})
+                         if st in slurm.QUEUED and cells.get(job) not in complete
+                         and not slurm.has_result(folder, job)})
         if queued:
             raise UsageError(f"matrix {matrix_id} still has Slurm tasks in the queue (job arrays "
                              f"{', '.join(queued)}): let them end or scancel {' '.join(queued)}, then resume")

@@ -137,6 +137,12 @@ class TaskJob:
         return []
 
 
+def has_result(folder: Path, job_id: str) -> bool:
+    """Whether the task ``job_id`` submitted from ``folder`` has left its result there (it is ending)."""
+    paths = _submitit().core.utils.JobPaths(folder, job_id=job_id, task_id=0)
+    return bool(paths.result_pickle.exists())
+
+
 def _tail(path: Path) -> str:
     try:
         with path.open("rb") as f:
