@@ -286,7 +286,8 @@ class SlurmCells:
         """Submit ``tasks`` and follow them to their ends (the module docstring says how)."""
         folder = self.folder / matrix_id
         followed: dict[str, _Followed] = {}
-        arrays, cells = self._submitted(folder)
+        arrays, cells = self._submitted(folder)  # the earlier invocations' too: jobs.json lists them all
+        mine: list[str] = []  # this invocation's arrays: the ones followed, and cancelled on Ctrl-C
         with first_signal_stops(state):
             try:
                 for options, members in _grouped(self._section, tasks, lambda tc: tc[1].target.key_name):
@@ -300,11 +301,11 @@ class SlurmCells:
                     for job, (task, _cell) in zip(jobs, members, strict=True):
                         followed[job.job_id] = _Followed(job, task)
                         cells[job.job_id] = (task.key, task.repeat)
-                    arrays.extend(dict.fromkeys(j.array_id for j in jobs))
-                    self._remember(folder, arrays, cells)
-                self._follow(store, matrix_id, followed, arrays, state, record, stopping, on_progress)
+                    mine.extend(dict.fromkeys(j.array_id for j in jobs))
+                    self._remember(folder, [*arrays, *mine], cells)
+                self._follow(store, matrix_id, followed, mine, state, record, stopping, on_progress)
             except KeyboardInterrupt:
-                slurm.cancel(self._run, arrays)
+                slurm.cancel(self._run, mine)
                 raise
 
     def _follow(self, store: Store, matrix_id: str, followed: dict[str, _Followed], arrays: Sequence[str],
@@ -316,7 +317,8 @@ class SlurmCells:
         while followed:
             if state.stopping and not cancelled:
                 stopping()
-                slurm.cancel(self._run, arrays, pending_only=True)  # the running ones see 'stopping'
+                # The running ones see 'stopping'; a pending one scancel missed sees it when it starts.
+                slurm.cancel(self._run, arrays, pending_only=True)
                 cancelled = True
             self._ask_queue(queue, arrays, matrix_id)
             now = time.monotonic()
