@@ -8,6 +8,8 @@ or :func:`iter_lines` for a file read line by line); every body a server streams
 
 - at most ``limit`` bytes are read, one more to tell that there is more; more than ``limit`` is
   :class:`TooLarge` (``InvalidInputError``, exit 4) naming what was read and the bound;
+- ``text=True`` (a JSON or text document, which never holds a NUL byte): a NUL byte is refused as soon as
+  it is read (``InvalidInputError``: not a text file), so ``/dev/zero`` costs one chunk, not the cap;
 - a FIFO is opened without waiting for a writer (``O_NONBLOCK``, then blocking reads): one nobody writes
   to reads as empty instead of hanging;
 - memory that runs out while reading is a ``ResourceError`` (exit 8) saying how much was read, never a
@@ -29,6 +31,8 @@ from typing import BinaryIO, Protocol
 from gpuledger.errors import InvalidInputError, ResourceError
 
 CHUNK_BYTES = 1024 * 1024
+# A JSON document a user hands over whole (``gpuledger import``: a run's export): read into memory, parsed.
+MAX_DOCUMENT_BYTES = 2 * 1024**3
 
 
 class TooLarge(InvalidInputError):
@@ -51,15 +55,21 @@ def _out_of_memory(what: str, read: int) -> ResourceError:
     return ResourceError(f"{what}: ran out of memory after reading {read:,} bytes of it")
 
 
-def read_stream(fh: BinaryIO, limit: int, *, what: str, hint: str | None = None) -> bytes:
+def _binary(what: str, at: int) -> InvalidInputError:
+    return InvalidInputError(f"{what}: not a text file (a NUL byte at byte {at:,})")
+
+
+def read_stream(fh: BinaryIO, limit: int, *, what: str, hint: str | None = None, text: bool = False) -> bytes:
     """At most ``limit`` bytes of an open binary stream, up to its end; :class:`TooLarge` when it holds
-    more (at most ``limit + 1`` bytes are read to tell)."""
+    more (at most ``limit + 1`` bytes are read to tell). ``text``: a NUL byte is refused when read."""
     buf = bytearray()
     try:
         while len(buf) <= limit:
             chunk = fh.read(min(CHUNK_BYTES, limit + 1 - len(buf)))
             if not chunk:
                 return bytes(buf)
+            if text and (nul := chunk.find(b"\0")) >= 0:
+                raise _binary(what, len(buf) + nul)
             buf += chunk
     except MemoryError:
         read = len(buf)
@@ -79,28 +89,33 @@ def _open(path: Path | str) -> BinaryIO:
         raise
 
 
-def read_file(path: Path | str, limit: int, *, what: str | None = None, hint: str | None = None) -> bytes:
+def read_file(path: Path | str, limit: int, *, what: str | None = None, hint: str | None = None,
+              text: bool = False) -> bytes:
     """The bytes of the file at ``path`` (regular, FIFO, device, ``/dev/stdin``), at most ``limit``;
-    :class:`TooLarge` beyond. ``OSError`` from opening or reading reaches the caller."""
+    :class:`TooLarge` beyond (``text``: a NUL byte refused). ``OSError`` from opening or reading reaches the
+    caller."""
     with _open(path) as fh:
-        return read_stream(fh, limit, what=what or str(path), hint=hint)
+        return read_stream(fh, limit, what=what or str(path), hint=hint, text=text)
 
 
 def read_text(path: Path | str, limit: int, *, what: str | None = None, hint: str | None = None,
               encoding: str = "utf-8") -> str:
-    """:func:`read_file` decoded (``UnicodeDecodeError`` reaches the caller)."""
-    return read_file(path, limit, what=what, hint=hint).decode(encoding)
+    """:func:`read_file` of a text file (``text=True``), decoded (``UnicodeDecodeError`` reaches the
+    caller)."""
+    return read_file(path, limit, what=what, hint=hint, text=True).decode(encoding)
 
 
-def read_file_arg(arg: str, limit: int, *, what: str | None = None, hint: str | None = None) -> bytes:
-    """A file named on the command line, ``-`` for stdin, at most ``limit`` bytes (:func:`read_file`);
-    a missing file is ``NotFoundError`` (exit 3), one that cannot be read ``InvalidInputError`` (exit 4)."""
+def read_file_arg(arg: str, limit: int, *, what: str | None = None, hint: str | None = None,
+                  text: bool = True) -> bytes:
+    """A text document named on the command line, ``-`` for stdin, at most ``limit`` bytes
+    (:func:`read_file`, ``text`` by default); a missing file is ``NotFoundError`` (exit 3), one that cannot be
+    read ``InvalidInputError`` (exit 4)."""
     from gpuledger.errors import NotFoundError
 
     if arg == "-":
-        return read_stream(sys.stdin.buffer, limit, what=what or "stdin", hint=hint)
+        return read_stream(sys.stdin.buffer, limit, what=what or "stdin", hint=hint, text=text)
     try:
-        return read_file(arg, limit, what=what or arg, hint=hint)
+        return read_file(arg, limit, what=what or arg, hint=hint, text=text)
     except FileNotFoundError:
         raise NotFoundError(f"no such file: {arg}") from None
     except IsADirectoryError:
@@ -170,5 +185,5 @@ async def read_body(content: _Body, limit: int, *, what: str) -> bytes:
     raise TooLarge(what, limit)
 
 
-__all__ = ["CHUNK_BYTES", "TooLarge", "iter_lines", "read_body", "read_file", "read_file_arg", "read_stream",
-           "read_text"]
+__all__ = ["CHUNK_BYTES", "MAX_DOCUMENT_BYTES", "TooLarge", "iter_lines", "read_body", "read_file",
+           "read_file_arg", "read_stream", "read_text"]

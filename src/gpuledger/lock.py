@@ -28,6 +28,7 @@ from gpuledger.facts.runner import Runner
 
 LOCK_FORMAT = "gpuledger.lock"
 LOCK_VERSION = 1
+MAX_LOCK_BYTES = 16 * 1024**2  # a lock file is a few KB
 DEFAULT_LOCK_FILE = "gpuledger.lock.json"
 # Keys derived from others (shown, hashed, but not diffed separately).
 DERIVED = frozenset({"driver", "gpu_count"})
@@ -166,7 +167,7 @@ def read_lock(path: Path) -> LockFile:
     """Read and validate a lock file. NotFoundError if missing; InvalidInputError if malformed or from
     a newer format version."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path, MAX_LOCK_BYTES, what=f"lock file {path}")  # /dev/zero, a FIFO: bounded too
     except FileNotFoundError:
         raise NotFoundError(
             f"lock file {path} does not exist", hint="create one with: gpuledger lock -o FILE"

@@ -111,10 +111,10 @@ def lock(
         check_target(path, overwrite=force)  # before the machine is read
     from gpuledger.facts import collect_facts
 
+    locked = read_lock(check_file) if check_file is not None else None  # before the machine is read
     facts = collect_facts(root, check_ollama=False, probe_torch=False)
     doc = snapshot(facts)
-    if check_file is not None:
-        locked = read_lock(check_file)
+    if locked is not None:
         if not locked.hash_ok:
             err_console.print(
                 f"[yellow]warning:[/yellow] the hash in {locked.path} does not match its stack "

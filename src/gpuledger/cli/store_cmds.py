@@ -537,16 +537,7 @@ def delete(
 
 
 def _read_document(file: str) -> Any:
-    if file == "-":
-        data = sys.stdin.buffer.read()
-    else:
-        path = Path(file)
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            raise NotFoundError(f"no such file: {file}") from None
-        except OSError as exc:
-            raise InvalidInputError(f"cannot read {file}: {exc.strerror or exc}") from None
+    data = read_file_arg(file, MAX_DOCUMENT_BYTES)  # '-': stdin; /dev/zero, a FIFO: bounded too
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:

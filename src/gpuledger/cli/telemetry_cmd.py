@@ -61,8 +61,9 @@ def import_cmd(
         typer.Option("--format", "-f", case_sensitive=False, help="The log's format (default: told from its "
                                                                   "first lines)."),
     ] = None,
-    gpus: Annotated[int | None, typer.Option("--gpus", help="The run was served by N GPUs: the log's indices "
-                                                            "0..N-1; one absent is device_missing.")] = None,
+    gpus: Annotated[int | None, typer.Option("--gpus", help="The run was served by N GPUs (1 to 1024): the "
+                                                            "log's indices 0..N-1; one absent is "
+                                                            "device_missing.")] = None,
     clock_offset: Annotated[float, typer.Option("--clock-offset", help="Seconds added to every log time (the "
                                                                         "node's clock runs that far behind).")
                             ] = 0.0,
@@ -76,14 +77,14 @@ def import_cmd(
 
     from gpuledger.store import open_store
     from gpuledger.telemetry.attach import import_log
-
     from gpuledger.telemetry.base import MAX_DEVICES
+
     if not math.isfinite(clock_offset):
         raise UsageError(f"--clock-offset must be a number of seconds, got {clock_offset}")
     if not (gap_limit > 0 and math.isfinite(gap_limit)):
         raise UsageError(f"--gap-limit must be a positive number of seconds, got {gap_limit}")
-    if gpus is not None and gpus < 1:
-        raise UsageError(f"--gpus must be 1 or more, got {gpus}")
+    if gpus is not None and not 1 <= gpus <= MAX_DEVICES:
+        raise UsageError(f"--gpus must be 1 to {MAX_DEVICES:,} (the GPUs of one node's log), got {gpus}")
     store = open_store(db)
     try:
         result = import_log(store, run, file, fmt=fmt.value if fmt is not None else None,

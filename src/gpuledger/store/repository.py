@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -49,6 +49,7 @@ def _writer_values(writer: Writer) -> dict[str, Any]:
     }
 
 
+_TELEMETRY_BATCH = 2_000  # samples per INSERT of attach_telemetry
 _NO_WRITER: dict[str, Any] = dict.fromkeys(("writer_host", "writer_pid", "writer_pidns", "writer_started"))
 
 
@@ -451,6 +452,54 @@ class Store(MatrixCells):
                 sa.select(*cols).where(telemetry.c.run_id == run_id).order_by(telemetry.c.t, telemetry.c.id)
             ).all()
         return [TelemetrySample(*row) for row in rows]
+
+    def attach_telemetry(
+        self,
+        run_id: str,
+        devices: Sequence[str],
+        series: Iterable[tuple[str, str, str, Sequence[float], Sequence[float]]],
+        summarize: Callable[[RunInfo, dict[str, set[str]]], list[dict[str, Any]]],
+        *,
+        lock_wait_s: float | None = None,
+    ) -> int:
+        """Telemetry of ``devices`` attached to a stored run in one transaction that holds the run's row
+        (a second attach into the same run waits for it, then sees what this one wrote): ``summarize(the
+        run as it is now, {device: sources of the samples the run already holds of it}) -> the run's new
+        telemetry_summary`` (raising changes nothing); of ``series`` — ``(device, metric, source, times,
+        values)`` — the samples the run does not hold yet (same device, metric and t) are added, a series
+        at a time. Returns how many were added."""
+        added = 0
+        with self._tx("attaching telemetry", write=True, lock_wait_s=lock_wait_s) as conn:
+            row = conn.execute(sa.select(runs).where(runs.c.id == run_id).with_for_update()).one_or_none()
+            if row is None:
+                raise NotFoundError(f"no run {run_id!r} in {self.url}")
+            held: dict[str, set[str]] = {}
+            if devices:
+                found = conn.execute(sa.select(telemetry.c.device, telemetry.c.source).distinct().where(
+                    telemetry.c.run_id == run_id, telemetry.c.device.in_(list(devices))))
+                for device, source in found:
+                    held.setdefault(str(device), set()).add(str(source))
+            summary = summarize(self._run_from_row(row, _now()), held)
+            exchange.check_run_fields({"telemetry_summary": summary})
+            for device, metric, source, times, values in series:
+                known = set(conn.execute(sa.select(telemetry.c.t).where(
+                    telemetry.c.run_id == run_id, telemetry.c.device == device, telemetry.c.metric == metric
+                )).scalars()) if device in held else set()
+                batch: list[dict[str, Any]] = []
+                for t, value in zip(times, values, strict=True):
+                    if t in known:
+                        continue
+                    batch.append(exchange.telemetry_values(run_id, TelemetrySample(t, device, metric, value,
+                                                                                   source)))
+                    if len(batch) >= _TELEMETRY_BATCH:
+                        conn.execute(sa.insert(telemetry), batch)
+                        added += len(batch)
+                        batch = []
+                if batch:
+                    conn.execute(sa.insert(telemetry), batch)
+                    added += len(batch)
+            self._touch(conn, run_id, **exchange.column_values({"telemetry_summary": summary}))
+        return added
 
     # ---- export / import --------------------------------------------------------------------------
 

@@ -6,20 +6,32 @@ is added to every log time, for a node whose clock runs S seconds behind). Each 
 device of the run (``nvidia:0@<file stem>``), summarised by the one energy computation
 (``gpuledger.telemetry.energy``) at the log's own sampling period; its samples around the window are stored
 with the run. ``--gpus N``: the run was served by N GPUs, the log's indices 0..N-1 (the rest of a shared
-node's GPUs are recorded as not the run's); one of them absent from the log is ``device_missing``. The
-run's earlier devices (the client machine's) are kept and recorded as not assigned.
+node's GPUs are recorded as not the run's); one of them absent from the log is ``device_missing``.
+
+Per node: each log's devices are its own (the file's stem names the node). Importing a second node's log
+keeps the first node's devices as they were — assigned, priced — and the run's earlier devices that came
+from no log (the client machine's) are recorded as not assigned. Transactional: the run's summary is read,
+merged and written in one transaction that holds the run (``Store.attach_telemetry``), so two imports into
+one run at once both land.
+
+Bounded: the file is read as a stream of lines (``gpuledger.boundedio.iter_lines``: at most
+``MAX_FILE_BYTES`` whatever the file is — ``/dev/zero``, a FIFO — and ``logs.MAX_LINE`` of a line), only
+the readings within ``NEAR_S`` of the window are kept (as arrays, ``logs.MAX_READINGS`` at most),
+``--gpus`` is at most ``MAX_DEVICES``.
 """
 
 from __future__ import annotations
 
 import re
 import statistics
-from collections.abc import Sequence
+from array import array
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
+from gpuledger.boundedio import iter_lines
 from gpuledger.errors import InvalidInputError, NotFoundError
 from gpuledger.records import RunInfo
 from gpuledger.telemetry.base import MAX_DEVICES, DeviceInfo
@@ -30,17 +42,15 @@ from gpuledger.telemetry.sampler import summarize_series
 MAX_FILE_BYTES = 1024 * 1024 * 1024
 NEAR_S = 60.0  # log samples further than this from the window cannot be about the run
 
+Series = tuple[str, str, str, Sequence[float], Sequence[float]]
 
-from gpuledger.boundedio import iter_lines
+
 class RunStore(Protocol):
     def get_run(self, id_or_prefix: str) -> RunInfo: ...
 
-    def update_run(self, run_id: str, *, lock_wait_s: float | None = None, **fields: Any) -> None: ...
-
-    def add_telemetry(self, run_id: str, samples: Sequence[TelemetrySample], *,
-                      lock_wait_s: float | None = None) -> None: ...
-
-    def get_telemetry(self, id_or_prefix: str) -> list[TelemetrySample]: ...
+    def attach_telemetry(self, run_id: str, devices: Sequence[str], series: Iterator[Series],
+                         summarize: Callable[[RunInfo, dict[str, set[str]]], list[dict[str, Any]]], *,
+                         lock_wait_s: float | None = None) -> int: ...
 
 
 @dataclass(slots=True)
@@ -65,14 +75,12 @@ class ImportResult:
                 "devices": self.devices}
 
 
-def read_log_file(path: Path) -> str:
+def read_log_lines(path: Path) -> Iterator[str]:
+    """The lines of the log at ``path`` (any kind of file), decoded, bounded (module docstring)."""
     try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise InvalidInputError(f"{path}: {size / 2**30:.1f} GiB is more than a telemetry log may be "
-                                    f"({MAX_FILE_BYTES // 2**30} GiB)",
-                                    hint="cut the log to the run's window")
-        return path.read_bytes().decode("utf-8", errors="replace")
+        for raw in iter_lines(path, MAX_FILE_BYTES, max_line=MAX_LINE, what=str(path),
+                              hint="cut the log to the run's window"):
+            yield raw.decode("utf-8", errors="replace").removesuffix("\r")
     except FileNotFoundError:
         raise NotFoundError(f"no such file: {path}") from None
     except IsADirectoryError:
@@ -98,30 +106,80 @@ def _window(run: RunInfo) -> tuple[float, float]:
     return start.timestamp(), start.timestamp() + run.duration_s
 
 
+def check_gpus(gpus: int | None) -> None:
+    """``--gpus`` within 1 .. ``MAX_DEVICES``; InvalidInputError otherwise."""
+    if gpus is not None and not 1 <= gpus <= MAX_DEVICES:
+        raise InvalidInputError(f"--gpus must be 1 to {MAX_DEVICES:,} (the GPUs of one node's log), "
+                                f"got {gpus}")
+
+
 def import_log(store: RunStore, run_ref: str, path: Path, *, fmt: LogFormat | None = None,
                gpus: int | None = None, clock_offset_s: float = 0.0,
                gap_limit_s: float = DEFAULT_GAP_LIMIT_S) -> ImportResult:
     """Attach the log at ``path`` to run ``run_ref`` (module docstring); returns what was attached."""
-    if gpus is not None and gpus < 1:
-        raise InvalidInputError(f"--gpus must be 1 or more, got {gpus}")
+    check_gpus(gpus)
     run = store.get_run(run_ref)
     w0, w1 = _window(run)
-    log = parse_log(read_log_file(path), fmt)
+    lo, hi = w0 - NEAR_S - clock_offset_s, w1 + NEAR_S - clock_offset_s
+    log = parse_log(read_log_lines(path), fmt, keep=lambda t: lo <= t <= hi)
     return _attach(store, run, path, log, w0, w1, gpus=gpus, clock_offset_s=clock_offset_s,
                    gap_limit_s=gap_limit_s)
+
+
+# metric -> (times on the run's clock, values)
+Chosen: TypeAlias = "dict[str, tuple[array[float], array[float]]]"
+
+
+def _around(times: Sequence[float], values: Sequence[float], shift: float, end: float
+            ) -> tuple[array[float], array[float]]:
+    """The readings in ``[0, end]`` (times + ``shift``) and the last before and first after (they
+    bracket), in time order."""
+    order = sorted(range(len(times)), key=times.__getitem__)
+    out_t: array[float] = array("d")
+    out_v: array[float] = array("d")
+    before = after = -1
+    for i in order:
+        t = times[i] + shift
+        if t < 0.0:
+            before = i
+        elif t <= end:
+            if before >= 0:
+                out_t.append(times[before] + shift)
+                out_v.append(values[before])
+                before = -1
+            out_t.append(t)
+            out_v.append(values[i])
+        else:
+            if before >= 0:  # nothing inside: the two that bracket the window
+                out_t.append(times[before] + shift)
+                out_v.append(values[before])
+                before = -1
+            after = i
+            break
+    if before >= 0:
+        out_t.append(times[before] + shift)
+        out_v.append(values[before])
+    if after >= 0:
+        out_t.append(times[after] + shift)
+        out_v.append(values[after])
+    return out_t, out_v
+
+
+def _from_log(entry: dict[str, Any]) -> bool:
+    """Did a device of the run's summary come from an imported log (its sources say ``<format> log``)?"""
+    return any(str(s).startswith(tuple(f"{f} log " for f in FORMATS)) for s in entry.get("sources") or [])
 
 
 def _attach(store: RunStore, run: RunInfo, path: Path, log: ParsedLog, w0: float, w1: float, *,
             gpus: int | None, clock_offset_s: float, gap_limit_s: float) -> ImportResult:
     duration = w1 - w0
-    near = [(t + clock_offset_s - w0, g, m, v) for t, g, m, v in log.readings
-            if w0 - NEAR_S <= t + clock_offset_s <= w1 + NEAR_S]
+    shift = clock_offset_s - w0
     if not log.readings:
         first_bad = f"; the first: {log.first_malformed}" if log.first_malformed else ""
         raise InvalidInputError(f"{path}: no readings in the log ({log.malformed} malformed rows{first_bad})")
-    if not any(0.0 <= t <= duration for t, *_ in near):  # near it, even bracketing it, is not enough
-        first = min(t for t, *_ in log.readings) + clock_offset_s
-        last = max(t for t, *_ in log.readings) + clock_offset_s
+    if not any(0.0 <= t + shift <= duration for times, _ in log.series.values() for t in times):
+        first = (log.first_t or 0.0) + clock_offset_s
+        last = (log.last_t or 0.0) + clock_offset_s
         raise InvalidInputError(
             f"{path}: the log covers {_iso(first)} .. {_iso(last)}, the run's window {_iso(w0)} .. {_iso(w1)}"
             " (UTC): they do not meet",
@@ -130,69 +188,59 @@ def _attach(store: RunStore, run: RunInfo, path: Path, log: ParsedLog, w0: float
         )
     stem = _stem(path)
     source = f"{log.format} log {path.name}"[:128]
-    present = sorted({g for _, g, _, _ in near})
+    present = log.gpus
     wanted = list(range(gpus)) if gpus is not None else present
     by = (f"telemetry import {path.name} --gpus {gpus} (GPUs 0..{gpus - 1} of the log)" if gpus is not None
           else f"telemetry import {path.name} (every GPU in the log)")
     summaries: list[dict[str, Any]] = []
-    samples: list[TelemetrySample] = []
+    chosen: dict[str, Chosen] = {}
     for gpu in sorted(set(present) | set(wanted)):
         dev = DeviceInfo(key=f"{log.vendor}:{gpu}@{stem}", vendor=log.vendor, index=gpu,
                          name=log.names.get(gpu, ""), uuid=log.uuids.get(gpu))
-        own = _around([(t, m, v) for t, g, m, v in near if g == gpu], 0.0, duration)
-        dev_samples = [TelemetrySample(t, dev.key, m, v, source) for t, m, v in own]
-        period = _period(sorted({t for t, _, _ in own}))
-        summary = summarize_device(dev, dev_samples, window_start=0.0, window_end=duration, interval_s=period,
-                                   gap_limit_s=gap_limit_s, edge_tolerance_s=edge_tolerance(period))
+        mine: Chosen = {}
+        for metric in sorted({m for g, m in log.series if g == gpu}):
+            times, values = log.series.pop((gpu, metric))  # the raw readings are not needed past here
+            mine[metric] = _around(times, values, shift, duration)
+        chosen[dev.key] = mine
+        period = _period(sorted({t for ts, _ in mine.values() for t in ts}))
+        summary = summarize_series(dev, {m: zip(ts, vs, strict=True) for m, (ts, vs) in mine.items()},
+                                   [source] if mine else [], window_start=0.0, window_end=duration,
+                                   interval_s=period, gap_limit_s=gap_limit_s,
+                                   edge_tolerance_s=edge_tolerance(period))
         summary.assigned = gpu in wanted
         summary.assigned_by = by if gpu in wanted else f"not among the run's --gpus {gpus}"
         summaries.append(summary.to_dict())
-        samples.extend(dev_samples)
-    new_keys = {d["device"] for d in summaries}
-    kept = []
-    for old in run.telemetry_summary:
-        if old.get("device") in new_keys:
-            continue
-        entry = dict(old)
-        if entry.get("vendor") in ("nvidia", "amd") and not any(
-                str(s).endswith(f" log {path.name}") for s in entry.get("sources") or []):
-            entry["assigned"] = False
-            entry["assigned_by"] = (f"a device of the machine that ran the bench, not of the server "
-                                    f"(its telemetry: telemetry import {path.name})")
-        kept.append(entry)
-    stored = _new_samples(store, run.id, samples, new_keys, source)
-    store.add_telemetry(run.id, stored)
-    store.update_run(run.id, telemetry_summary=[*kept, *summaries])
+    new_keys = list(chosen)
+
+    def merged(current: RunInfo, held: dict[str, set[str]]) -> list[dict[str, Any]]:
+        """The run's summary as it is now, with this log's devices in: called inside the store's
+        transaction, so another import's devices (another node) are never lost."""
+        clash = {d: sorted(srcs - {source}) for d, srcs in held.items() if srcs - {source}}
+        if clash:
+            device, others = next(iter(clash.items()))
+            raise InvalidInputError(f"run {run.id} already holds samples of {device} from {others[0]}: a log "
+                                    "of the same name with other readings",
+                                    hint="rename the log file to import it as other devices")
+        kept = []
+        for old in current.telemetry_summary:
+            if old.get("device") in chosen:
+                continue
+            entry = dict(old)
+            if entry.get("vendor") in ("nvidia", "amd") and not _from_log(entry):
+                entry["assigned"] = False
+                entry["assigned_by"] = (f"a device of the machine that ran the bench, not of the server "
+                                        f"(its telemetry: telemetry import {path.name})")
+            kept.append(entry)
+        return [*kept, *summaries]
+
+    def series() -> Iterator[Series]:
+        for key, per in chosen.items():
+            for metric, (ts, vs) in per.items():
+                yield key, metric, source, ts, vs
+
+    stored = store.attach_telemetry(run.id, new_keys, series(), merged)
     return ImportResult(run.id, log.format, path.name, log.rows, log.malformed, log.first_malformed,
-                        _iso(w0), duration, clock_offset_s, len(stored), summaries)
-
-
-def _new_samples(store: RunStore, run_id: str, samples: list[TelemetrySample], keys: set[str], source: str
-                 ) -> list[TelemetrySample]:
-    """The samples the store does not hold yet (a log imported twice adds nothing the second time); the
-    devices' samples from another log under the same name are refused."""
-    existing = [s for s in store.get_telemetry(run_id) if s.device in keys]
-    held = {(s.device, s.metric, s.t) for s in existing}
-    clash = {s.device: s.source for s in existing if s.source != source}
-    if clash:
-        device, other = next(iter(clash.items()))
-        raise InvalidInputError(f"run {run_id} already holds samples of {device} from {other}: a log of the "
-                                "same name with other readings", hint="rename the log file to import it as "
-                                "other devices")
-    return [s for s in samples if (s.device, s.metric, s.t) not in held]
-
-
-def _around(rows: list[tuple[float, str, float]], start: float, end: float) -> list[tuple[float, str, float]]:
-    """The rows in ``[start, end]`` and, per metric, the last before and the first after (they bracket)."""
-    out: list[tuple[float, str, float]] = []
-    for metric in sorted({m for _, m, _ in rows}):
-        series = sorted((t, v) for t, m, v in rows if m == metric)
-        before = [p for p in series if p[0] < start]
-        after = [p for p in series if p[0] > end]
-        inside = [p for p in series if start <= p[0] <= end]
-        chosen = ([before[-1]] if before else []) + inside + ([after[0]] if after else [])
-        out.extend((t, metric, v) for t, v in chosen)
-    return sorted(out)
+                        _iso(w0), duration, clock_offset_s, stored, summaries)
 
 
 def _iso(t: float) -> str:

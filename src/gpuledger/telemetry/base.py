@@ -35,6 +35,32 @@ METRIC_UNITS: dict[str, str] = {
 
 MIB = 1024 * 1024
 MHZ = 1_000_000.0
+# The most devices one source (an exporter, a Prometheus selection, a log, ``telemetry import --gpus``)
+# may report: more is garbage, not a node (the GPU tools' own bound, gpuledger.facts.tool_output).
+MAX_DEVICES = 1024
+
+# The units a log's header or cell may give, per base unit, as factors to it (matched in any case; amd-smi
+# and DCGM print "MB" for MiB, as their own sources say; the same holds for KB, GB, TB).
+UNITS: dict[str, dict[str, float]] = {
+    "W": {"W": 1.0, "mW": 1e-3, "µW": 1e-6, "uW": 1e-6, "kW": 1e3},
+    "J": {"J": 1.0, "mJ": 1e-3, "µJ": 1e-6, "uJ": 1e-6, "kJ": 1e3, "Wh": 3600.0, "kWh": 3.6e6},
+    "B": {"B": 1.0, "KiB": 1024.0, "MiB": float(MIB), "GiB": 1024.0**3, "TiB": 1024.0**4,
+          "KB": 1024.0, "MB": float(MIB), "GB": 1024.0**3, "TB": 1024.0**4},
+    "ratio": {"%": 0.01, "ratio": 1.0},
+    "°C": {"C": 1.0, "°C": 1.0, "degC": 1.0, "mC": 1e-3},
+    "Hz": {"Hz": 1.0, "kHz": 1e3, "MHz": MHZ, "GHz": 1e9},
+}
+_UNITS_LOWER = {base: {unit.lower(): f for unit, f in table.items()} for base, table in UNITS.items()}
+# The largest reading of one device in base units that is physics, not garbage (per base unit): a
+# reading above is refused where it is read. (Power is held much lower per device, against the catalog's
+# TDP: gpuledger.telemetry.bounds.)
+PHYSICAL_MAX: dict[str, float] = {"W": 1e5, "J": 1e16, "B": 1e15, "ratio": 1.0, "°C": 500.0, "Hz": 1e11}
+
+
+def unit_factor(unit: str, base: str) -> float | None:
+    """The factor from ``unit`` (as a tool prints it: ``mW``, ``MiB``, ``%``) to ``base`` (a key of
+    :data:`UNITS`), None when it is not a unit of that quantity."""
+    return _UNITS_LOWER.get(base, {}).get(unit.strip().lower())
 SECONDARY_DIE = (
     "0 W reported: the secondary die of a multi-die package (e.g. MI250) reports its power on the "
     "primary die"

@@ -34,6 +34,7 @@ GAP_OVER_LIMIT = "gap_over_limit"
 COUNTER_MISMATCH = "counter_mismatch"
 DEVICE_MISSING = "device_missing"
 DEVICE_ERROR = "device_error"
+POWER_OUT_OF_RANGE = "power_out_of_range"  # held by gpuledger.telemetry.bounds before this computation
 
 # Stable codes (stored with the run, shown by `show --json` as energy.reasons) and what each means.
 REASON_CODES: dict[str, str] = {
@@ -44,6 +45,8 @@ REASON_CODES: dict[str, str] = {
                       "than 5 %",
     DEVICE_MISSING: "a device the run was assigned (or told to expect) has no samples",
     DEVICE_ERROR: "the telemetry source reported the device lost or failing during the window",
+    POWER_OUT_OF_RANGE: "power readings (or an energy counter's rate) above what the device can draw (its "
+                        "catalog TDP × 1.5, else 3,000 W) were left out of its energy",
 }
 
 

@@ -27,7 +27,8 @@ Devices are told apart by the index label (``gpu``, ``gpu_id``), else the UUID (
 on the host the exporter names (``Hostname``, ``hostname``; else the URL's host). With MIG, dcgm-exporter
 repeats the device's series once per instance: the first is kept. Values an exporter uses to mean "not
 available" (DCGM's blank integers near 2**63, AMD's 0xFFFF / 0xFFFFFFFF) and values outside a physical
-range are left out.
+range are left out (a device's power is held against its catalog TDP later: ``telemetry.bounds``). An
+exposition of more than ``MAX_DEVICES`` (1,024) GPUs is refused (``SourceError``).
 """
 
 from __future__ import annotations
@@ -222,6 +223,9 @@ def parse_exposition(text: str, *, default_host: str) -> Exposition:
                 left_out += 1
                 continue
             dev = devices.setdefault(ident, proto)
+            if len(devices) > MAX_DEVICES:
+                raise SourceError(f"the exposition reports more than {MAX_DEVICES:,} GPUs: not one "
+                                  "node's exporter (point at the node's own exporter)")
             if exporter not in exporters:
                 exporters.append(exporter)
             if ranks.get((ident, metric), len(_RANK)) > rank:  # the preferred series; the first of equals

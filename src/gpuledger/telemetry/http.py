@@ -1,6 +1,8 @@
 """HTTP for the remote telemetry sources: aiohttp (the project's one client) on an event loop of its own
 thread, so that a source can be read from any thread (the sampler's, or the caller's, which may itself be
-running an event loop), one request at a time, on a timeout, with a cap on the body.
+running an event loop), one request at a time, on a timeout, with a cap on the body (read to its end,
+``gpuledger.boundedio.read_body``). ``interrupt(why)`` abandons the requests in flight at once and refuses
+later ones (a signal while the telemetry is closed: it must not wait out a slow exporter's timeout).
 
 Every failure is a :class:`~gpuledger.telemetry.base.SourceError` whose message names the URL as it may be
 shown (credentials redacted: the caller passes ``display``), never the request URL itself.
@@ -16,9 +18,9 @@ from dataclasses import dataclass
 
 import aiohttp
 
+from gpuledger.boundedio import TooLarge, read_body
 from gpuledger.telemetry.base import SourceError
 
-from gpuledger.boundedio import TooLarge, read_body
 MAX_BODY_BYTES = 16 * 1024 * 1024  # an exposition of 8 GPUs with every DCGM field is ~1 MB
 DEFAULT_TIMEOUT_S = 5.0
 
@@ -44,6 +46,8 @@ class HttpClient:
                                         daemon=True)
         self._thread.start()
         self._closed = False
+        self._interrupted: str | None = None
+        self._pending: set[concurrent.futures.Future[Response]] = set()
 
     async def _get(self, url: str, headers: Mapping[str, str], params: Mapping[str, str] | None,
                    timeout_s: float, display: str) -> Response:
@@ -53,15 +57,12 @@ class HttpClient:
             async with self._session.get(url, headers=dict(headers), params=dict(params or {}),
                                          timeout=aiohttp.ClientTimeout(total=timeout_s),
                                          allow_redirects=False) as resp:
-                chunks: list[bytes] = []
-                size = 0
-                async for chunk in resp.content.iter_chunked(65536):
-                    size += len(chunk)
-                    if size > self.max_body_bytes:
-                        raise SourceError(f"GET {display}: answer larger than "
-                                          f"{self.max_body_bytes // 2**20} MiB")
-                    chunks.append(chunk)
-                return Response(resp.status, b"".join(chunks))
+                try:
+                    body = await read_body(resp.content, self.max_body_bytes, what=f"GET {display}")
+                except TooLarge:
+                    raise SourceError(f"GET {display}: answer larger than "
+                                      f"{self.max_body_bytes // 2**20} MiB") from None
+                return Response(resp.status, body)
         except TimeoutError as exc:
             raise SourceError(f"GET {display}: no answer within {timeout_s:g} s") from exc
         except aiohttp.ClientError as exc:
@@ -75,13 +76,31 @@ class HttpClient:
         body. The status is the caller's to judge."""
         if self._closed:
             raise SourceError(f"GET {display}: the client is closed")
+        if self._interrupted is not None:
+            raise SourceError(f"GET {display}: not asked: {self._interrupted}")
         future = asyncio.run_coroutine_threadsafe(self._get(url, headers or {}, params, timeout_s, display),
                                                   self._loop)
+        self._pending.add(future)
         try:
             return future.result(timeout_s + 5.0)
         except concurrent.futures.TimeoutError as exc:
             future.cancel()
             raise SourceError(f"GET {display}: no answer within {timeout_s:g} s") from exc
+        except concurrent.futures.CancelledError:
+            raise SourceError(f"GET {display}: abandoned: {self._interrupted or 'cancelled'}") from None
+        finally:
+            self._pending.discard(future)
+
+    def interrupt(self, why: str) -> None:
+        """Abandon every request in flight (each raises SourceError at once) and refuse later ones; safe
+        from another thread and from a signal handler."""
+        self._interrupted = why
+        for future in list(self._pending):
+            future.cancel()
+
+    @property
+    def interrupted(self) -> str | None:
+        return self._interrupted
 
     def close(self) -> None:
         if self._closed:

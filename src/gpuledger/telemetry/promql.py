@@ -118,7 +118,7 @@ class PrometheusRangeSource(RemoteSource):
         try:
             resp = self.client.get(f"{self.base}/api/v1/status/buildinfo", display=spec.display,
                                    headers=self.headers(), timeout_s=spec.timeout_s)
-        except SourceError:
+        except BaseException:  # SourceError, or a signal while the server is opened
             self.close()
             raise
         if resp.status != 200:
@@ -162,6 +162,9 @@ class PrometheusRangeSource(RemoteSource):
                 continue
             ranks[(ident, metric)] = rank
             devices.setdefault(ident, proto)
+            if len(devices) > MAX_DEVICES:
+                raise SourceError(f"{self.spec.display}: the selector matches more than {MAX_DEVICES:,} "
+                                  "GPUs: not one node's")
             times = stamped.get(name, {}).get(_identity(labels))
             kept: dict[float, float] = {}
             for t, raw in pts:
@@ -182,12 +185,16 @@ class PrometheusRangeSource(RemoteSource):
             if (latest and min(latest) >= t1) or time.monotonic() >= deadline:
                 break
             time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+            if self.client.interrupted is not None:  # a signal: what was fetched is what there is
+                break
         if not devices:
             self.reason = f"no GPU series matched {{{self.selector}}} between the window's edges"
         out: list[Reading] = []
+        known = {d.key for d in self._devices}
         for ident, dev in devices.items():
             info = dev.info()
-            if info.key not in {d.key for d in self._devices}:
+            if info.key not in known:
+                known.add(info.key)
                 self._devices.append(info)
             for metric, series in points.get(ident, {}).items():
                 if metric.startswith("_"):

@@ -15,6 +15,11 @@ Options ride in the URL's query and are taken out of it before the request (docs
 
 Without a selection every GPU the endpoint reports counts as the run's: on a shared node, select. Credentials
 in the URL (``http://user:pass@node/metrics``) are sent as a Basic header and redacted everywhere else.
+
+Bounds: a selection names at most ``MAX_DEVICES`` (1,024) GPUs (UsageError), an exposition reports at most
+that many (``expo``: SourceError). The devices an exporter is read for are those of its first answer (at
+open) and those the selection names: a device that appears only in a later answer (an exporter whose
+identities change from one scrape to the next) is not measured, and the source's reason counts them.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from gpuledger.errors import UsageError
@@ -99,8 +104,17 @@ class RemoteUrl:
         return clean_host(f"{parts.hostname}:{parts.port}" if parts.port else (parts.hostname or ""))
 
 
+def _bounded(values: tuple[Any, ...], what: str, key: str) -> tuple[Any, ...]:
+    if len(values) > MAX_DEVICES:
+        raise UsageError(f"{what}: {key}= names {len(values):,} GPUs, more than the {MAX_DEVICES:,} one "
+                         "source may have")
+    return values
+
+
 def _ints(text: str, what: str) -> tuple[int, ...]:
     out = []
+    if text.count(",") > MAX_DEVICES:
+        raise UsageError(f"{what}: gpu= names more than the {MAX_DEVICES:,} GPUs one source may have")
     for token in (t.strip() for t in text.split(",")):
         if not token.isdigit() or len(token) > 6:
             raise UsageError(f"{what}: expected GPU indices such as gpu=0,1 (got {text!r})")
@@ -139,9 +153,9 @@ def parse_remote_url(url: str) -> RemoteUrl:
     if kind == "exposition" and ({"selector", "step", "wait"} & set(options)):
         raise UsageError(f"{what}: selector=, step= and wait= are for a Prometheus server "
                          "(prometheus+http://PROM:9090?selector=...)")
-    selection = Selection(_ints(options["gpu"], what) if options.get("gpu") else (),
-                          _words(options.get("uuid", "")), tuple(clean_host(h) for h in
-                                                                  _words(options.get("host", ""))))
+    hosts = _bounded(tuple(clean_host(h) for h in _words(options.get("host", ""))), what, "host")
+    uuids = _bounded(_words(options.get("uuid", "")), what, "uuid")
+    selection = Selection(_ints(options["gpu"], what) if options.get("gpu") else (), uuids, hosts)
     interval = parse_seconds(options["interval"], f"{what}: interval=") if "interval" in options else \
         DEFAULT_INTERVAL_S
     timeout = parse_seconds(options["timeout"], f"{what}: timeout=") if "timeout" in options else \
@@ -184,21 +198,31 @@ class RemoteSource(BaseSource):
         self._owns_client = client is None
         self._hosts: list[str] = []
         self.failed_reads = 0
+        self._expected: tuple[int, int, list[DeviceInfo]] | None = None  # (devices, hosts) it was made for
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": self.spec.authorization} if self.spec.authorization else {}
 
+    def interrupt(self, why: str) -> None:
+        """Abandon this source's request in flight and make no more (``HttpClient.interrupt``)."""
+        self.client.interrupt(why)
+
     def assigned_by(self, key: str) -> str | None:
         """What makes a device of this source the run's (None: not one of this source's)."""
-        if not any(d.key == key for d in [*self._devices, *self.expected_devices()]):
+        keys = {d.key for d in self._devices} | {d.key for d in self.expected_devices()}
+        if key not in keys:
             return None
         return f"--telemetry-from {self.spec.display} ({self.spec.selection.describe()})"
 
     def expected_devices(self) -> list[DeviceInfo]:
-        """The selection's GPUs that the endpoint does not report (each is ``device_missing``)."""
+        """The selection's GPUs that the endpoint does not report (each is ``device_missing``); made again
+        only when the devices or hosts seen changed."""
+        if self._expected is not None and self._expected[:2] == (len(self._devices), len(self._hosts)):
+            return list(self._expected[2])
         sel = self.spec.selection
         hosts = list(sel.hosts) or self._hosts or [self.spec.host]
         seen = {(d.index, d.key.rpartition("@")[2]) for d in self._devices}
+        have = [d.uuid for d in self._devices if d.uuid]
         out = []
         for host in hosts:
             for index in sel.gpus:
@@ -206,10 +230,11 @@ class RemoteSource(BaseSource):
                     out.append(DeviceInfo(key=f"{self.vendor}:{index}@{host}", vendor=self.vendor,
                                           index=index, name=""))
             for uuid in sel.uuids:
-                if not any(d.uuid and d.uuid.endswith(uuid) for d in self._devices):
+                if not any(u.endswith(uuid) for u in have):
                     out.append(DeviceInfo(key=f"{self.vendor}:{uuid[-12:]}@{host}", vendor=self.vendor,
                                           index=None, name="", uuid=uuid))
-        return out
+        self._expected = (len(self._devices), len(self._hosts), out)
+        return list(out)
 
     def _note_hosts(self, devices: Sequence[ExpoDevice]) -> None:
         for d in devices:
@@ -230,9 +255,10 @@ class ExpositionSource(RemoteSource):
     def __init__(self, spec: RemoteUrl, *, client: HttpClient | None = None, strict: bool = False) -> None:
         super().__init__(spec, "exposition", "nvidia", client=client, min_interval_s=spec.interval_s)
         self.strict = strict  # raise a failed read (the monitor's retry and source_up) instead of skipping it
+        self.appeared = 0  # devices seen after the first answer, not measured (module docstring)
         try:
             first = self._scrape()
-        except SourceError:
+        except BaseException:  # SourceError, or a signal while the exporter is opened
             self.close()
             raise
         if first.exporter is None:
@@ -269,9 +295,18 @@ class ExpositionSource(RemoteSource):
             return []
         out: list[Reading] = []
         known = {d.key: d for d in self._devices}
+        sel = self.spec.selection
         for dev in self._select(expo):
-            info = known.get(dev.key) or dev.info()
-            if dev.key not in known:
+            info = known.get(dev.key)
+            if info is None:
+                uuid = dev.uuid or ""
+                named = dev.index in sel.gpus or bool(uuid and any(uuid.endswith(u) for u in sel.uuids))
+                if not named or len(self._devices) >= MAX_DEVICES:
+                    self.appeared += 1
+                    self.reason = (f"{self.appeared} reading(s) of GPUs the first answer did not report were "
+                                   "left out (measured: the first answer's GPUs and the selection's)")
+                    continue
+                info = dev.info()
                 self._devices.append(info)
                 known[dev.key] = info
             out.extend(Reading(now, info, metric, value, self.name) for metric, value in dev.values.items())

@@ -49,6 +49,7 @@ __all__ = [
     "counter_delta",
     "find_gaps",
     "summarize_device",
+    "summarize_series",
     "trapezoid_energy_j",
 ]
 
@@ -143,10 +144,6 @@ class WindowSummary:
         }
 
 
-def _series(samples: Iterable[TelemetrySample], metric: str) -> list[tuple[float, float]]:
-    return sorted((s.t, s.value) for s in samples if s.metric == metric)
-
-
 def summarize_device(
     device: DeviceInfo,
     samples: Sequence[TelemetrySample],
@@ -161,18 +158,65 @@ def summarize_device(
     edge_tolerance_s: float | None = None,
 ) -> WindowSummary:
     """Summarise one device's samples (``t`` on the window's clock) over ``[window_start, window_end]``
-    with the one energy computation (``energy.audit_energy``). Pure: a stored run can be re-summarised
+    with the one energy computation (``energy.audit_energy``), its power held against what the device can
+    draw first (``telemetry.bounds``: ``power_out_of_range``). Pure: a stored run can be re-summarised
     from its samples. ``edge_tolerance_s`` defaults to ``energy.edge_tolerance(interval_s)``."""
-    own = [s for s in samples if s.device == device.key]
+    series: dict[str, list[tuple[float, float]]] = {}
+    sources: set[str] = set()
+    for s in samples:
+        if s.device == device.key:
+            series.setdefault(s.metric, []).append((s.t, s.value))
+            sources.add(s.source)
+    return summarize_series(device, series, sources, window_start=window_start, window_end=window_end,
+                            interval_s=interval_s, unavailable=unavailable, device_error=device_error,
+                            counter_only_reason=counter_only_reason, gap_limit_s=gap_limit_s,
+                            edge_tolerance_s=edge_tolerance_s)
+
+
+def summarize_series(
+    device: DeviceInfo,
+    series: Mapping[str, Iterable[tuple[float, float]]],
+    sources: Iterable[str],
+    *,
+    window_start: float,
+    window_end: float,
+    interval_s: float,
+    unavailable: Mapping[str, str] | None = None,
+    device_error: str | None = None,
+    counter_only_reason: str | None = None,
+    gap_limit_s: float = DEFAULT_GAP_LIMIT_S,
+    edge_tolerance_s: float | None = None,
+) -> WindowSummary:
+    """:func:`summarize_device` of one device's readings given per metric as ``(t, value)`` pairs (each
+    iterated once: ``telemetry import`` passes them straight from its arrays, no sample objects)."""
     tol = edge_tolerance(interval_s) if edge_tolerance_s is None else edge_tolerance_s
     lo, hi = window_start - tol, window_end + tol
-    inside = [s for s in own if lo <= s.t <= hi]
     util_m, mem_m, total_m = _UTIL_MEM[device.vendor]
-    util = [v for _, v in _series(inside, util_m)]
-    mem = [v for _, v in _series(inside, mem_m)]
-    total = [v for _, v in _series(inside, total_m)]
-    power = _series(own, "power_w")
-    counter = _series(own, "energy_j")
+    values: dict[str, list[float]] = {}
+    times: set[float] = set()  # the distinct sample times in the window
+    present: set[str] = set()
+    power_s: list[tuple[float, float]] = []
+    counter_s: list[tuple[float, float]] = []
+    for metric, pairs in series.items():
+        if metric in ("power_w", "energy_j"):
+            pts = sorted(pairs)
+            if metric == "power_w":
+                power_s = pts
+            else:
+                counter_s = pts
+            if pts:
+                present.add(metric)
+            times.update(t for t, _ in pts if lo <= t <= hi)
+            continue
+        kept: list[float] = []
+        for t, v in pairs:
+            present.add(metric)
+            if lo <= t <= hi:
+                kept.append(v)
+                times.add(t)
+        values[metric] = kept
+    util, mem, total = values.get(util_m, []), values.get(mem_m, []), values.get(total_m, [])
+    power, counter, held = hold_power(device, power_s, counter_s)
 
     kwargs: dict[str, Any] = {}
     if counter_only_reason:
@@ -185,17 +229,19 @@ def summarize_device(
     if device_error:
         codes.append(DEVICE_ERROR)
         details.append(device_error)
-    if not own:
+    if not present:
         codes.append(DEVICE_MISSING)
         details.append("no samples")
+    if held:
+        codes.append(POWER_OUT_OF_RANGE)
+        details.append(held)
     codes.extend(audit.reasons)
     details.extend(audit.details)
 
-    present = {s.metric for s in own}
     missing = {m: why for m, why in (unavailable or {}).items() if m not in present}
     told = "; ".join(dict.fromkeys(missing[m] for m in ("power_w", "energy_j") if m in missing))
-    for metric, values in ((util_m, util), (mem_m, mem), (total_m, total)):
-        if not values and metric not in missing:
+    for metric, got in ((util_m, util), (mem_m, mem), (total_m, total)):
+        if not got and metric not in missing:
             missing[metric] = "not reported by any source"
     if audit.mean_power_w is None and "power_w" not in missing:
         missing["power_w"] = "not reported by any source"
@@ -215,9 +261,9 @@ def summarize_device(
         mean_power_w=audit.mean_power_w, peak_power_w=audit.peak_power_w,
         energy_j=audit.energy_j, energy_method=audit.method, energy_reason=energy_reason,
         valid=not codes, validity_reason="; ".join(details) or None,
-        samples=len({s.t for s in inside}), interval_s=interval_s,
+        samples=len(times), interval_s=interval_s,
         window_s=max(0.0, window_end - window_start),
-        sources=sorted({s.source for s in own}), unavailable=missing, reasons=list(dict.fromkeys(codes)),
+        sources=sorted(set(sources)), unavailable=missing, reasons=list(dict.fromkeys(codes)),
         gap_limit_s=gap_limit_s, integrated_j=audit.integrated_j, counter_j=audit.counter_j,
     )
 
@@ -284,6 +330,7 @@ class BackgroundSampler:
         self._start: float | None = None
         self._end: float | None = None
         self._stopped_at: float | None = None
+        self._interrupted: str | None = None
 
     def _register(self, dev: DeviceInfo, src: Sampler) -> None:
         self._devices.setdefault(dev.key, dev)
@@ -351,21 +398,40 @@ class BackgroundSampler:
             t.start()
         return self
 
+    def interrupt(self, why: str) -> None:
+        """Cut the end of the window short (a signal while it is closed; safe from a signal handler): the
+        remote sources' reads in flight are abandoned (``interrupt``), ``stop()`` takes no final reading of
+        them, fetches nothing after the window and waits for no thread of a slow source."""
+        self._interrupted = why
+        for src in self.sources:
+            cut = getattr(src, "interrupt", None)
+            if callable(cut):
+                cut(why)
+
+    def _join(self, thread: threading.Thread) -> None:
+        while thread.is_alive():
+            thread.join(0.1)
+            if self._interrupted is not None:  # a CLI's reading in flight (at most its timeout) is not waited
+                thread.join(0.5)
+                return
+
     def stop(self) -> list[TelemetrySample]:
         """Stop the threads, take a last reading of the fast sources and of the remote ones (so the
         window's end is covered), fetch what the sources that read after the window have (a Prometheus
-        server), and return every sample with ``t`` relative to ``t0``."""
+        server), and return every sample with ``t`` relative to ``t0``. After :meth:`interrupt` the remote
+        sources are not read again (their devices' coverage says what is missing)."""
         if self._threads:
             self._stopped_at = time.monotonic()  # the window's end: when the caller asked
             self._stop.set()
             for t in self._threads:
-                t.join()
+                self._join(t)
             self._threads = []
             if self._crash is not None:
                 raise self._crash
             end = time.monotonic()
             last = [s for s in self.sources
-                    if (not self._slow(s) or _flag(s, "final_read")) and s.name not in self._failed]
+                    if (not self._slow(s) or _flag(s, "final_read")) and s.name not in self._failed
+                    and not (self._interrupted is not None and _flag(s, "remote"))]
             for src in last:
                 self._due[id(src)] = end
             self.poll(end, last)
@@ -374,6 +440,9 @@ class BackgroundSampler:
             for src in self.sources:
                 after = getattr(src, "after_window", None)
                 if after is None or src.name in self._failed:
+                    continue
+                if self._interrupted is not None:
+                    self._failed[src.name] = f"{src.name}: not read after the window: {self._interrupted}"
                     continue
                 try:
                     self._keep(src, after(start, self._stopped_at))
@@ -415,7 +484,9 @@ class BackgroundSampler:
         """One :class:`WindowSummary` per device seen by an available source (and per device a remote
         selection names, seen or not), with what the run was assigned. ``between``: summarise that part of
         the window instead (start, end in seconds on the samples' clock: a stage of a sweep)."""
-        samples = self.samples()
+        by_device: dict[str, list[TelemetrySample]] = {}
+        for sample in self.samples():  # grouped once: each device's summary reads its own samples only
+            by_device.setdefault(sample.device, []).append(sample)
         started = self._start if self._start is not None else self.t0
         start = 0.0 if self._window_from_t0 else started - self.t0
         end_abs = window_end if window_end is not None else (self._stopped_at or self._end)
@@ -432,15 +503,19 @@ class BackgroundSampler:
                 if dev.key not in self._devices:
                     self._register(dev, src)
         assignments = self._assignments()
+        # What each source says about its devices, asked once (not once per device: a source of N devices
+        # would be asked N times for N entries).
+        told = {id(src): (src.unavailable(), src.device_errors()) for src in self.all_sources}
         out = []
         for key, dev in list(self._devices.items()):
             srcs = self._device_source[key]
             unavailable: dict[str, str] = {}
             errors = []
             for src in srcs:
-                for metric, why in src.unavailable().get(key, {}).items():
+                src_unavailable, src_errors = told.get(id(src)) or (src.unavailable(), src.device_errors())
+                for metric, why in src_unavailable.get(key, {}).items():
                     unavailable.setdefault(metric, f"{src.name}: {why}")
-                err = src.device_errors().get(key)
+                err = src_errors.get(key)
                 if err:
                     errors.append(f"{src.name}: {err}")
                 if src.name in self._failed:
@@ -460,7 +535,7 @@ class BackgroundSampler:
             gap = next((g for s in srcs if isinstance(g := getattr(s, "gap_limit_s", None), float)),
                        self.gap_limit_s)
             summary = summarize_device(
-                dev, samples, window_start=start, window_end=end, interval_s=interval,
+                dev, by_device.get(key, []), window_start=start, window_end=end, interval_s=interval,
                 unavailable=unavailable, device_error="; ".join(errors) or None,
                 counter_only_reason=counter_only, gap_limit_s=gap,
             )

@@ -27,7 +27,7 @@ from typing import Any
 
 from gpuledger.boundedio import read_file
 from gpuledger.errors import InvalidInputError, UsageError
-from gpuledger.kinds.image.spec import NodeOverride
+from gpuledger.records.image import NodeOverride
 
 MAX_WORKFLOW_BYTES = 16 * 1024**2
 MAX_NODES = 10_000
@@ -68,7 +68,7 @@ def load_workflow(path: Path) -> Workflow:
     to export the API format; anything else that is not ``{id: {"class_type": str, "inputs": {...}}}`` is
     ``InvalidInputError`` (exit 4) naming the first problem."""
     try:
-        raw = read_file(path, MAX_WORKFLOW_BYTES, what=f"--workflow {path}")  # a FIFO or /dev/zero too
+        raw = read_file(path, MAX_WORKFLOW_BYTES, what=f"--workflow {path}", text=True)  # /dev/zero too
     except OSError as exc:
         raise UsageError(f"--workflow {path}: cannot be read ({exc.strerror or exc})") from exc
     try:
