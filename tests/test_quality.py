@@ -95,6 +95,7 @@ def test_no_unfinished_code_markers_in_src() -> None:
         ("tokenizers", {"engines/image/imports.py"}),
         ("PIL", {"engines/image/thumbs.py"}),
         ("ray", {"bench/cluster.py"}),
+        ("submitit", {"bench/slurm.py"}),
     ],
 )
 def test_each_vendor_library_is_imported_in_one_module_only(library: str, allowed: set[str]) -> None:
