@@ -16,7 +16,7 @@ from cost_runs import build_run
 from gpuledger.catalog import Catalog
 from gpuledger.cli.main import main
 from gpuledger.cost import CostProfile, cost_of_run
-from gpuledger.cost.training import job_cost
+from gpuledger.kinds.train.pricing import job_cost
 from gpuledger.kinds.train.summary import TrainStep, summarize_training
 from gpuledger.records import RequestRecord, RunInfo
 

@@ -124,7 +124,7 @@ def cost_cmd(
     job = None
     if train_tokens is not None:
         from gpuledger.cli.cost_train import add_job, render_job
-        from gpuledger.cost.training import check_train_tokens
+        from gpuledger.kinds.train.pricing import check_train_tokens
 
         check_train_tokens(train_tokens)
         if any_group([run_id]):

@@ -1,6 +1,6 @@
 """``gpuledger cost RUN --train-tokens N``: the hours and money to train N tokens on the stack a training run
-measured (``cost.training.job_cost``), added to the cost document as ``training_job`` and printed after the
-run's cost."""
+measured (``kinds/train/pricing.py``: ``job_cost``), added to the cost document as ``training_job`` and
+printed after the run's cost."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuledger.cli.common import console
 from gpuledger.cost.model import money_prefix
-from gpuledger.cost.training import job_cost
+from gpuledger.kinds.train.pricing import job_cost
 
 if TYPE_CHECKING:
     from gpuledger.cost import RunCost

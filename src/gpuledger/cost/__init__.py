@@ -3,12 +3,10 @@
 ``load_profile(name_or_path)``, ``default_profile_for(run)``, ``cost_of_run(run, profile)`` -> ``RunCost``,
 ``compare(runs_costs)`` -> ``Comparison``, ``hourly_cost(profile, power_w)`` -> ``HourlyCost``,
 ``estimate_run(run, gpu_name)`` -> ``Estimate``. Formulas: docs/cost.md. Every function prices whatever
-unit of work a run measured (``RunSummary.work()``); a workload's own pricing figures (text generation:
-``cost/tokens.py``) register themselves when this package is imported.
+unit of work a run measured (``RunSummary.work()``); a workload kind's own pricing figures (text generation:
+``kinds/text/pricing.py``) are its ``pricing`` facet, found through the registry (``records.kinds``).
 """
 
-from gpuledger.cost import tokens as _tokens  # registers the text-generation figures
-from gpuledger.cost import training as _training  # registers the training figures
 from gpuledger.cost.breakeven import BreakEven, SensitivityRow, ratio_of
 from gpuledger.cost.compare import Comparison, PairComparison, compare
 from gpuledger.cost.estimate import Estimate, estimate_run
@@ -16,7 +14,7 @@ from gpuledger.cost.model import CostInputs, Evaluation, HourlyCost, evaluate, h
 from gpuledger.cost.power import PowerResolution
 from gpuledger.cost.presets import builtin_presets, cpu_defaults, default_profile_for, load_profile
 from gpuledger.cost.profile import HOURS_PER_MONTH, CostProfile, profile_from_text
-from gpuledger.cost.runcost import RunCost, cost_of_run, register_pricing
+from gpuledger.cost.runcost import RunCost, cost_of_run
 
 __all__ = [
     "HOURS_PER_MONTH",
@@ -31,8 +29,6 @@ __all__ = [
     "PowerResolution",
     "RunCost",
     "SensitivityRow",
-    "_tokens",
-    "_training",
     "builtin_presets",
     "compare",
     "cost_of_run",
@@ -45,5 +41,4 @@ __all__ = [
     "money_prefix",
     "profile_from_text",
     "ratio_of",
-    "register_pricing",
 ]

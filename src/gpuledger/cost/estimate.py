@@ -25,7 +25,6 @@ from gpuledger.cost.profile import CostProfile
 from gpuledger.cost.roofline_estimate import step_floor
 from gpuledger.cost.runcost import RunCost, cost_of_run
 from gpuledger.cost.runview import DeviceView, gpu_devices
-from gpuledger.cost.tokens import prefill_share_of
 from gpuledger.errors import InvalidInputError, NotFoundError
 from gpuledger.kinds.text.published import PublishedSummary
 from gpuledger.kinds.text.summary import TextGenerationSummary
@@ -274,7 +273,7 @@ def estimate_run(
         run = replace(run, summary=measured)
         assumptions.append(f"scaled from stage {op.stage} of the sweep: {op.rule}")
     if prefill_share is None:
-        share, how = prefill_share_of(measured)
+        share, how = measured.compute_share()
         if share is None:
             share = 0.0
             assumptions.append(

@@ -3,14 +3,15 @@
 The run's summary says what work it did (``RunSummary.work()``: a rate per unit) and which unit is its
 headline; this module prices every unit the same way, with no knowledge of what a unit is. What only one
 kind of workload has (the prefill/decode split of a token price, the price at an SLO) comes from that
-workload's pricing module, registered with ``register_pricing`` (text generation: ``cost/tokens.py``).
+workload kind's ``pricing`` facet (``kinds/<kind>/pricing.py``: its ``cost_extras``), found through the
+registry (``records.kinds``) for the kind of the summary priced.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from gpuledger.catalog import Catalog, load_catalog
 from gpuledger.cost.efficiency import Efficiency, run_efficiency
@@ -23,22 +24,20 @@ from gpuledger.cost.profile import HOURS_PER_MONTH, CostProfile, normalise_arch
 from gpuledger.cost.runview import DeviceView, cpu_device, gpu_devices
 from gpuledger.errors import InvalidInputError
 from gpuledger.records import DoctorRunRecord, Origin, RunInfo, RunSummary
+from gpuledger.records.kinds import kind_of_summary
 
-# Extra cost figures a kind of workload adds to its runs' cost documents (``RunCost.to_dict``).
+# Extra cost figures a kind of workload adds to its runs' cost documents (``RunCost.to_dict``): the
+# ``cost_extras`` of the kind's ``pricing`` facet.
 PricingExtra = Callable[["RunCost"], dict[str, Any]]
-_EXTRAS: dict[type[RunSummary], PricingExtra] = {}
-
-
-def register_pricing(kind: type[RunSummary], extra: PricingExtra) -> None:
-    """Add ``extra(cost)``'s keys to the cost document of every run whose summary is a ``kind``."""
-    _EXTRAS[kind] = extra
 
 
 def _extras(summary: RunSummary) -> PricingExtra | None:
-    for cls in type(summary).__mro__:
-        if cls in _EXTRAS:
-            return _EXTRAS[cls]
-    return None
+    """The pricing of the summary's kind (its ``pricing`` facet's ``cost_extras``); None for a kind without
+    one, or a summary no registered kind stores."""
+    kind = kind_of_summary(summary.kind)
+    facet = kind.facet("pricing") if kind is not None else None
+    extra = getattr(facet, "cost_extras", None)
+    return cast(PricingExtra, extra) if extra is not None else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ facet       layer    provides
 ``summary`` records  the ``RunSummary`` subclasses its runs store, and the units they count
 ``checks``  bench    ``RULES``: its validity checks, with their wording (``bench.validity``)
 ``options`` bench    its ``bench`` options as one typed model, validated once, and the spec they make
-``pricing`` cost     what pricing its runs adds to a cost (``cost.runcost.register_pricing``)
+``pricing`` cost     ``cost_extras``: what its runs add to a cost document (found by ``cost.runcost``)
 ``report``  report   its report sections and the key facts of its answer
 ``run``     kinds    its ``gpuledger run --task`` evaluation (doctor → bench → cost → report)
 =========== ======== ====================================================================================

@@ -224,6 +224,14 @@ class TextGenerationSummary(RunSummary):
         n = self.output_len_mismatch.count
         return [f"{n} request(s) got a different output length than requested"] if n else []
 
+    def compute_share(self) -> tuple[float | None, str]:
+        """The share of request time spent before the first token (mean TTFT ÷ mean E2E): the measured proxy
+        for the prefill (compute-bound) share of the work."""
+        ttft, e2e = self.ttft_ms.mean, self.e2e_ms.mean
+        if ttft is None or e2e is None or e2e <= 0:
+            return None, "the run has no TTFT/E2E means"
+        return min(max(ttft / e2e, 0.0), 1.0), f"mean TTFT {ttft:.1f} ms / mean E2E {e2e:.1f} ms"
+
     def slo_attainment(self) -> float | None:
         return None if self.slo is None else self.slo.met_ratio
 

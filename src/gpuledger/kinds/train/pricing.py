@@ -1,5 +1,6 @@
-"""What only a training run's price has: the MFU and the devices beside the price (every cost document of a
-training run, ``training``), and the cost of a whole job (``gpuledger cost RUN --train-tokens N``).
+"""The train kind's ``pricing`` facet: what only a training run's price has — the MFU and the devices beside
+the price (every cost document of a training run, ``training``: ``cost_extras``, found by ``cost.runcost``
+through the registry), and the cost of a whole job (``gpuledger cost RUN --train-tokens N``: ``job_cost``).
 
 A job of ``N`` training tokens on the stack the run measured (``job_cost``):
 
@@ -23,14 +24,15 @@ import math
 from typing import Any
 
 from gpuledger.cost.model import SECONDS_PER_HOUR, money_prefix
-from gpuledger.cost.runcost import RunCost, register_pricing
+from gpuledger.cost.runcost import RunCost
 from gpuledger.errors import InvalidInputError, UsageError
 from gpuledger.kinds.train.summary import TrainingSummary
 
 MAX_TRAIN_TOKENS = 1e18
 
 
-def _extras(cost: RunCost) -> dict[str, Any]:
+def cost_extras(cost: RunCost) -> dict[str, Any]:
+    """The ``training`` block of a training run's cost document."""
     s = cost.summary
     if not isinstance(s, TrainingSummary):
         return {}
@@ -151,5 +153,3 @@ def job_energy(cost: RunCost, compute_h: float, hours: float) -> dict[str, Any] 
                   "price's energy (average W = utilisation × serving W + (1 − utilisation) × idle W)",
     }
 
-
-register_pricing(TrainingSummary, _extras)

@@ -1,9 +1,11 @@
-"""What only a text-generation run's price has: the prefill/decode split of a token price, and the price
-of an output token counting only the requests that met the SLOs.
+"""The text kind's ``pricing`` facet: what only a text-generation run's price has — the prefill/decode split
+of a token price, and the price of an output token counting only the requests that met the SLOs
+(``cost_extras``, found by ``cost.runcost`` through the registry for the runs of this kind).
 
 Split rule: with the profile's ``output_to_input_cost_ratio`` R, input tokens get the share
 ``in/s ÷ (in/s + R x out/s)`` of the hourly cost; without it, the share of request time spent before the
-first token (mean TTFT ÷ mean E2E), the measured proxy for the prefill share of the work.
+first token (mean TTFT ÷ mean E2E: ``TextGenerationSummary.compute_share``), the measured proxy for the
+prefill share of the work.
 """
 
 from __future__ import annotations
@@ -11,21 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from gpuledger.cost.model import SECONDS_PER_HOUR, money_prefix
-from gpuledger.cost.runcost import RunCost, register_pricing
+from gpuledger.cost.runcost import RunCost
 from gpuledger.kinds.text.summary import TextGenerationSummary
-from gpuledger.records import RunSummary
-
-
-def prefill_share_of(summary: RunSummary | None) -> tuple[float | None, str]:
-    """Share of request time spent before the first token (mean TTFT / mean E2E), with how it was found."""
-    if summary is None:
-        return None, "the run has no summary"
-    if not isinstance(summary, TextGenerationSummary):
-        return summary.compute_share()  # another kind of work says it itself (image generation: 1)
-    ttft, e2e = summary.ttft_ms.mean, summary.e2e_ms.mean
-    if ttft is None or e2e is None or e2e <= 0:
-        return None, "the run has no TTFT/E2E means"
-    return min(max(ttft / e2e, 0.0), 1.0), f"mean TTFT {ttft:.1f} ms / mean E2E {e2e:.1f} ms"
 
 
 def token_split(cost: RunCost) -> dict[str, Any]:
@@ -41,7 +30,7 @@ def token_split(cost: RunCost) -> dict[str, Any]:
             f"user ratio: an output token costs {ratio:g} input tokens (profile output_to_input_cost_ratio)"
         )
     else:
-        share, how = prefill_share_of(cost.summary)
+        share, how = cost.summary.compute_share()
         if share is None:
             return {
                 "rule": None,
@@ -63,7 +52,11 @@ def token_split(cost: RunCost) -> dict[str, Any]:
     }
 
 
-def _text_extras(cost: RunCost) -> dict[str, Any]:
+def cost_extras(cost: RunCost) -> dict[str, Any]:
+    """The price of an output token at the SLOs and the input/output split, for a text-generation run's
+    cost document (a published point, priced from its published rates, has neither)."""
+    if not isinstance(cost.summary, TextGenerationSummary):
+        return {}
     p = money_prefix(cost.currency)
     inp = cost.inputs
     rps, good = inp.rate("request"), inp.rate("good_request")
@@ -72,5 +65,3 @@ def _text_extras(cost: RunCost) -> dict[str, Any]:
         at_slo = cost.evaluation.headline_cost() * rps / good
     return {f"{p}_per_1m_output_tokens_at_slo": at_slo, "split": token_split(cost)}
 
-
-register_pricing(TextGenerationSummary, _text_extras)
