@@ -13,7 +13,7 @@ import pytest
 import typer.main
 
 from gpuledger.cli.main import app
-from gpuledger.cost.presets import builtin_presets
+from gpuledger.cost.pricing.presets import builtin_presets
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), REPO / "benchmarks" / "README.md"]

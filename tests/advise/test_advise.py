@@ -15,12 +15,12 @@ from cost_runs import MakeRun
 from gpuledger.catalog import Catalog
 from gpuledger.cli.main import main
 from gpuledger.cost import CostProfile
-from gpuledger.cost.advise import Advice, Request, advise
-from gpuledger.cost.advise_criteria import Answers
-from gpuledger.cost.advise_published import FrontPoint, interpolate, pareto_front
-from gpuledger.cost.estimate_model import EfficiencyPool, efficiency_pool, shipped_points
-from gpuledger.cost.modelarch import find_known
-from gpuledger.cost.setup_hours import ESSAY_SETUP_HOURS
+from gpuledger.cost.advise.advise import Advice, Request, advise
+from gpuledger.cost.advise.advise_criteria import Answers
+from gpuledger.cost.estimate.estimate_model import EfficiencyPool, efficiency_pool, shipped_points
+from gpuledger.cost.pricing.modelarch import find_known
+from gpuledger.cost.pricing.setup_hours import ESSAY_SETUP_HOURS
+from gpuledger.cost.published.advise_published import FrontPoint, interpolate, pareto_front
 from gpuledger.records import DoctorRunRecord, RunInfo
 
 QWEN = find_known("dummy:qwen2.5-7b")

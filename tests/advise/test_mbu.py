@@ -15,8 +15,8 @@ from stream_server import Scenario, StreamServer
 
 from gpuledger.catalog import Catalog
 from gpuledger.cli.main import main
-from gpuledger.cost.efficiency import run_efficiency
-from gpuledger.cost.modelarch import find_known
+from gpuledger.cost.pricing.efficiency import run_efficiency
+from gpuledger.cost.pricing.modelarch import find_known
 
 # The published config.json of each model (huggingface.co/<id>/blob/main/config.json).
 QWEN_7B = dict(L=28, H=3584, n=28, k=4, d=128, inter=18944, V=152064, tied=False, bias=True)
@@ -199,7 +199,7 @@ def test_cost_show_and_report_show_mbu_and_mfu_of_a_gpu_run(
 ) -> None:
     import dataclasses
 
-    from gpuledger.cost.efficiency import pct_text
+    from gpuledger.cost.pricing.efficiency import pct_text
     from gpuledger.store import open_store
 
     run = make_run(model="Qwen/Qwen2.5-7B-Instruct", e2e_ms=20180.0)

@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 
 from gpuledger.catalog import Catalog
 from gpuledger.cli.main import app
-from gpuledger.cost.advise import Advice, Request, advise
-from gpuledger.cost.estimate_model import EfficiencyPool
-from gpuledger.cost.modelarch import find_known
-from gpuledger.cost.presets import builtin_presets
+from gpuledger.cost.advise.advise import Advice, Request, advise
+from gpuledger.cost.estimate.estimate_model import EfficiencyPool
+from gpuledger.cost.pricing.modelarch import find_known
+from gpuledger.cost.pricing.presets import builtin_presets
 from gpuledger.report.sections.advise import ranking_table
 
 QWEN = find_known("dummy:qwen2.5-7b")

@@ -14,12 +14,12 @@ import pytest
 from gpuledger.catalog import Catalog
 from gpuledger.cli.main import main
 from gpuledger.cost import CostProfile, estimate_run
-from gpuledger.cost.advise import Request, advise
-from gpuledger.cost.advise_published import FrontPoint, interpolate, points_for
-from gpuledger.cost.efficiency import run_efficiency
-from gpuledger.cost.estimate_model import efficiency_pool, estimate_model, shipped_points
-from gpuledger.cost.modelarch import find_known
-from gpuledger.cost.roofline_estimate import Workload
+from gpuledger.cost.advise.advise import Request, advise
+from gpuledger.cost.estimate.estimate_model import efficiency_pool, estimate_model, shipped_points
+from gpuledger.cost.estimate.roofline_estimate import Workload
+from gpuledger.cost.pricing.efficiency import run_efficiency
+from gpuledger.cost.pricing.modelarch import find_known
+from gpuledger.cost.published.advise_published import FrontPoint, interpolate, points_for
 from gpuledger.kinds.text.published import PublishedSummary
 from gpuledger.records import RunInfo
 

@@ -13,7 +13,7 @@ import pytest
 from gpuledger.catalog import Catalog
 from gpuledger.cli.main import main
 from gpuledger.cost import CostProfile, cost_of_run
-from gpuledger.cost.differences import comparison_warnings
+from gpuledger.cost.comparison.differences import comparison_warnings
 from gpuledger.records import RunInfo, load_spec
 from gpuledger.store import open_store
 

@@ -12,10 +12,15 @@ from typer.testing import CliRunner
 from gpuledger.catalog import Catalog, roofline_scale
 from gpuledger.cli.main import app, main
 from gpuledger.cost import CostProfile, estimate_run
-from gpuledger.cost.efficiency import run_efficiency
-from gpuledger.cost.estimate_model import efficiency_pool, estimate_cpu_run, estimate_model, shipped_points
-from gpuledger.cost.modelarch import find_known
-from gpuledger.cost.roofline_estimate import Workload
+from gpuledger.cost.estimate.estimate_model import (
+    efficiency_pool,
+    estimate_cpu_run,
+    estimate_model,
+    shipped_points,
+)
+from gpuledger.cost.estimate.roofline_estimate import Workload
+from gpuledger.cost.pricing.efficiency import run_efficiency
+from gpuledger.cost.pricing.modelarch import find_known
 from gpuledger.errors import InvalidInputError, NotFoundError
 from gpuledger.records import RunInfo
 from gpuledger.report import fmt

@@ -1,6 +1,6 @@
-"""The setup-labour ledger (gpuledger.cost.labour): setup_labour_hours is the time from a machine's first
-doctor run with an error to the first run with no error after it, and the distinct problems met on the way
-(seed §2.3, §7.3 step 4); resolve_setup_hours is what the cost model prices from it."""
+"""The setup-labour ledger (gpuledger.cost.pricing.labour): setup_labour_hours is the time from a machine's
+first doctor run with an error to the first run with no error after it, and the distinct problems met on the
+way (seed §2.3, §7.3 step 4); resolve_setup_hours is what the cost model prices from it."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gpuledger.cost.labour import resolve_setup_hours, setup_labour_hours
-from gpuledger.cost.profile import CostProfile
+from gpuledger.cost.pricing.labour import resolve_setup_hours, setup_labour_hours
+from gpuledger.cost.pricing.profile import CostProfile
 from gpuledger.errors import InvalidInputError
 from gpuledger.records import DoctorRunRecord, RunInfo
 
@@ -103,7 +103,8 @@ def test_the_run_machine_picks_its_ledger_entry() -> None:
     hours, source = resolve_setup_hours(profile, records, RunInfo(id="r1", environment={"machine": "b"}))
     assert hours == 5.0
     assert source == (
-        "doctor history: machine b, first error to first all-clear (gpuledger.cost.labour.setup_labour_hours)"
+        "doctor history: machine b, first error to first all-clear "
+        "(gpuledger.cost.pricing.labour.setup_labour_hours)"
     )
 
 

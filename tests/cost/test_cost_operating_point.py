@@ -11,7 +11,7 @@ from cost_runs import MakeRun, Stage
 from gpuledger.catalog import Catalog
 from gpuledger.cli.main import main
 from gpuledger.cost import cost_of_run, load_profile
-from gpuledger.cost.estimate import estimate_run
+from gpuledger.cost.estimate.estimate import estimate_run
 from gpuledger.errors import NotFoundError, UsageError
 from gpuledger.records import RunInfo
 

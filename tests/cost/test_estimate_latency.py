@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from gpuledger.catalog import Catalog
 from gpuledger.cli.main import app
 from gpuledger.cost import CostProfile, estimate_run
-from gpuledger.cost.estimate_model import shipped_points
+from gpuledger.cost.estimate.estimate_model import shipped_points
 from gpuledger.kinds.text.published import PublishedSummary
 from gpuledger.kinds.text.summary import TextGenerationSummary
 from gpuledger.records import RunInfo

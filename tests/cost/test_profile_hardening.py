@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from gpuledger.cli.main import main
-from gpuledger.cost.presets import load_profile
-from gpuledger.cost.profile import MONEY_FIELDS
+from gpuledger.cost.pricing.presets import load_profile
+from gpuledger.cost.pricing.profile import MONEY_FIELDS
 from gpuledger.errors import InvalidInputError
 from gpuledger.store import open_store
 

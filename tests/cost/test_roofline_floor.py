@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 from gpuledger.catalog import Catalog
 from gpuledger.cli.main import app
 from gpuledger.cost import CostProfile, estimate_run
-from gpuledger.cost.estimate_model import estimate_model
-from gpuledger.cost.modelarch import find_known
-from gpuledger.cost.roofline_estimate import Workload, default_efficiency, roofline_point
+from gpuledger.cost.estimate.estimate_model import estimate_model
+from gpuledger.cost.estimate.roofline_estimate import Workload, default_efficiency, roofline_point
+from gpuledger.cost.pricing.modelarch import find_known
 
 SMOLLM = find_known("dummy:smollm2-135m")  # 30 layers
 QWEN = find_known("dummy:qwen2.5-7b")  # 28 layers

@@ -119,7 +119,7 @@ def test_a_published_point_is_not_judged_by_rules_that_read_what_was_not_measure
     """The validity verdict reads a run's requests, client and telemetry: a published point has none, so it
     is "not judged", never "valid: all checks passed"."""
     from gpuledger.bench.validity import run_verdict
-    from gpuledger.cost.published import RawPoint, runs_of
+    from gpuledger.cost.published.published import RawPoint, runs_of
 
     (run,) = runs_of(
         [RawPoint(row=1, line=2, fields={

@@ -11,7 +11,7 @@ from published_data import INFERENCEX_CSV
 
 from gpuledger.catalog import load_catalog
 from gpuledger.cost import builtin_presets
-from gpuledger.cost.published import public_points, public_sets
+from gpuledger.cost.published.published import public_points, public_sets
 
 LABEL = "published by SemiAnalysis InferenceX (2026-12-01), not measured here"
 # InferenceX GPU_SPECS (packages/app/src/lib/constants.ts at commit 77ca49a): costh / costn / costr.

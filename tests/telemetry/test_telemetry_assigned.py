@@ -16,7 +16,7 @@ import pytest
 from stream_server import Scenario, StreamServer
 
 from gpuledger.cli.main import main
-from gpuledger.cost.runview import gpu_devices
+from gpuledger.cost.pricing.runview import gpu_devices
 from gpuledger.records import RunInfo
 from gpuledger.store import open_store
 from gpuledger.telemetry import BackgroundSampler, DeviceInfo

@@ -15,7 +15,7 @@ from test_groups_cli import cli_json, requests, store_group
 
 from gpuledger.bench.metrics import summarize
 from gpuledger.cli.main import main
-from gpuledger.cost.groups import fmt_at, fmt_with_interval, mean_interval, measured_figures
+from gpuledger.cost.comparison.groups import fmt_at, fmt_with_interval, mean_interval, measured_figures
 from gpuledger.records import RunInfo
 from gpuledger.report.groups import METHOD, RATIO_METHOD, figure_cell, group_answer
 from gpuledger.store import Store, open_store
@@ -106,7 +106,7 @@ def test_a_wildly_varying_group_does_not_price_its_runs_at_zero(
 def test_the_group_answer_puts_the_price_first_with_its_interval(
     st: Store, prof: tuple[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from gpuledger.cost.groups import resolve, summarize_group
+    from gpuledger.cost.comparison.groups import resolve, summarize_group
 
     group, _ = store_group(st, [0.004, 0.005, 0.006])
     doc = cli_json(capsys, "cost", group, "--no-save", *prof)

@@ -1,6 +1,6 @@
-"""Group statistics (cost/groups.py): Student-t quantiles against published table values, the t interval
-of a mean, the ratio of two groups' means with its interval, and figures printed to the precision their
-interval supports."""
+"""Group statistics (cost/comparison/groups.py): Student-t quantiles against published table values, the t
+interval of a mean, the ratio of two groups' means with its interval, and figures printed to the precision
+their interval supports."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from gpuledger.cost.groups import (
+from gpuledger.cost.comparison.groups import (
     fmt_at,
     fmt_with_interval,
     mean_interval,

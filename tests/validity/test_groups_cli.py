@@ -12,7 +12,7 @@ import pytest
 from gpuledger.bench.metrics import summarize
 from gpuledger.bench.validity import verdict
 from gpuledger.cli.main import main
-from gpuledger.cost.groups import fmt_with_interval, new_group_id, repeat_record
+from gpuledger.cost.comparison.groups import fmt_with_interval, new_group_id, repeat_record
 from gpuledger.records import RequestRecord, RunInfo
 from gpuledger.store import Store, open_store
 

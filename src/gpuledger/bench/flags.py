@@ -196,7 +196,7 @@ MAX_MODEL_CONFIG_BYTES = 2_000_000
 def model_architecture(path: Path) -> dict[str, Any]:
     """``--model-config PATH``: the config.json (of a folder, or the file) as a mapping to store with the run;
     one line for a file that is missing, too large or not a JSON object (its numbers are checked when
-    ``cost`` computes the MBU: cost/modelarch.py)."""
+    ``cost`` computes the MBU: cost/pricing/modelarch.py)."""
     file = path / "config.json" if path.is_dir() else path
     if not file.is_file():
         raise UsageError(f"--model-config {path}: no such file (a model folder with config.json, or it)")

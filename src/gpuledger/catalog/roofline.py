@@ -1,5 +1,5 @@
 """Roofline helpers: peak figures per dtype, bytes per weight and per KV element, and scaling a measured run
-to another GPU (MBU and MFU themselves: ``gpuledger.cost.efficiency``).
+to another GPU (MBU and MFU themselves: ``gpuledger.cost.pricing.efficiency``).
 
 The model (DESIGN.md, "Productive vs theoretical compute"):
 

@@ -14,7 +14,7 @@ from gpuledger.errors import InvalidInputError, UsageError
 if TYPE_CHECKING:
     from gpuledger.catalog import Catalog
     from gpuledger.cost import CostProfile
-    from gpuledger.cost.advise import Advice
+    from gpuledger.cost.advise.advise import Advice
 
 
 def _profiles(values: list[str], catalog: Catalog) -> dict[str, CostProfile]:
@@ -136,10 +136,10 @@ def advise_cmd(
     from gpuledger.catalog import load_catalog
     from gpuledger.cli.estimate_cmd import parse_vendor_hours
     from gpuledger.cli.files import check_target, write_output
-    from gpuledger.cost.advise import Request, advise
-    from gpuledger.cost.advise_criteria import answers_from, read_answers
-    from gpuledger.cost.estimate_model import efficiency_pool, shipped_points
-    from gpuledger.cost.modelarch import resolve_model
+    from gpuledger.cost.advise.advise import Request, advise
+    from gpuledger.cost.advise.advise_criteria import answers_from, read_answers
+    from gpuledger.cost.estimate.estimate_model import efficiency_pool, shipped_points
+    from gpuledger.cost.pricing.modelarch import resolve_model
     from gpuledger.store import open_store
 
     if not model and model_config is None:

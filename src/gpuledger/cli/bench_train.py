@@ -43,7 +43,7 @@ def _phase_row(name: str, block: Latency) -> tuple[str, ...]:
 def energy_per_token(info: RunInfo, tokens: int) -> tuple[float | None, str]:
     """(J per training token over the devices that served the run, how): the devices and the energy
     ``cost`` prices (``cost.runview.energy_view``), so both say the same."""
-    from gpuledger.cost.runview import energy_view
+    from gpuledger.cost.pricing.runview import energy_view
 
     view = energy_view(info)
     joules = view["joules"]

@@ -59,7 +59,7 @@ def _cost(
     gpu: str | None = None,
 ) -> RunCost:
     from gpuledger.cost import cost_of_run
-    from gpuledger.cost.operating import DEFAULT_ATTAINMENT
+    from gpuledger.cost.pricing.operating import DEFAULT_ATTAINMENT
 
     profile = _profile_for(run, profile_name, catalog)
     return cost_of_run(

@@ -40,7 +40,7 @@ def _pct(value: float | None) -> str:
 def render_operating_point(cost: RunCost, notes: Notes) -> None:
     """What each stage of a sweep would cost under the same hourly cost, the priced one marked (the
     rule that picked it is a "why" line of the answer)."""
-    from gpuledger.cost.model import money_prefix
+    from gpuledger.cost.pricing.model import money_prefix
     from gpuledger.report.layout import print_table
 
     op = cost.operating_point
@@ -70,7 +70,7 @@ def render_operating_point(cost: RunCost, notes: Notes) -> None:
 def _cost_rows(cost: RunCost, d: dict[str, Any]) -> list[tuple[str, str]]:
     """The cost per unit of work: each unit's price, what a currency unit buys, the extras of the run's
     kind (input and output tokens priced separately, the price at SLO), and the energy per unit."""
-    from gpuledger.cost.model import money_prefix
+    from gpuledger.cost.pricing.model import money_prefix
 
     cur = cost.currency
     p = money_prefix(cur)
@@ -111,7 +111,7 @@ def render_cost(
     cost, every stage of a sweep, the cost per unit of work, and every input with its source. Long
     provenance sentences are printed once, at the end, and referred to by their marker. ``doc``: the
     cost's ``to_dict()`` when the caller has it already."""
-    from gpuledger.cost.breakeven import run_sensitivity
+    from gpuledger.cost.comparison.breakeven import run_sensitivity
     from gpuledger.report.headline import cost_answer
     from gpuledger.report.layout import Notes, paragraph, print_table
     from gpuledger.report.terminal import print_answer
@@ -179,7 +179,7 @@ def render_cost(
 def render_comparison(comp: Comparison) -> None:
     """The ratio first (with its decomposition), then each run's price, the hourly-cost difference,
     break-even values, sensitivity and the warnings."""
-    from gpuledger.cost.model import money_prefix
+    from gpuledger.cost.pricing.model import money_prefix
     from gpuledger.report.headline import price_line, ratio_answer
     from gpuledger.report.layout import Notes, paragraph, print_table
     from gpuledger.report.terminal import print_answer

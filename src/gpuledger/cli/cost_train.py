@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gpuledger.cli.common import console
-from gpuledger.cost.model import money_prefix
+from gpuledger.cost.pricing.model import money_prefix
 from gpuledger.kinds.train.pricing import job_cost
 
 if TYPE_CHECKING:

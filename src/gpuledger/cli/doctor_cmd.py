@@ -36,7 +36,7 @@ def _explain(rule_id: str, json_out: bool) -> None:
 
 
 def _history(db: str | None, json_out: bool) -> None:
-    from gpuledger.cost.labour import setup_labour_hours
+    from gpuledger.cost.pricing.labour import setup_labour_hours
     from gpuledger.store import open_store
 
     store = open_store(db)

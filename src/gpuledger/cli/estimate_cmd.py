@@ -18,7 +18,7 @@ from gpuledger.errors import UsageError
 if TYPE_CHECKING:
     from gpuledger.catalog import GpuSpec
     from gpuledger.cost import CostProfile
-    from gpuledger.cost.estimate_model import EfficiencyPool, ModelEstimate
+    from gpuledger.cost.estimate.estimate_model import EfficiencyPool, ModelEstimate
     from gpuledger.records import DoctorRunRecord, RunInfo
 
 
@@ -124,7 +124,7 @@ def estimate_cmd(
     model's roofline (from a CPU run or from no run) on the GPU at an efficiency with its origin."""
     from gpuledger.catalog import load_catalog
     from gpuledger.cost import estimate_run, load_profile
-    from gpuledger.cost.runview import gpu_devices
+    from gpuledger.cost.pricing.runview import gpu_devices
     from gpuledger.store import open_store
 
     if not gpu:
@@ -152,7 +152,7 @@ def estimate_cmd(
             else:
                 render_estimate(est)
             return
-        from gpuledger.cost.estimate_model import efficiency_pool, shipped_points
+        from gpuledger.cost.estimate.estimate_model import efficiency_pool, shipped_points
 
         pool_runs = [r for r in store.list_runs(limit=2_000) if run is None or r.id != run.id]
         pool = efficiency_pool([*pool_runs, *shipped_points(catalog)], catalog)
@@ -202,9 +202,9 @@ def _model_estimate(
     gpus: int,
     setup_hours: str | None,
 ) -> ModelEstimate:
-    from gpuledger.cost.estimate_model import estimate_cpu_run, estimate_model
-    from gpuledger.cost.modelarch import resolve_model
-    from gpuledger.cost.roofline_estimate import Workload
+    from gpuledger.cost.estimate.estimate_model import estimate_cpu_run, estimate_model
+    from gpuledger.cost.estimate.roofline_estimate import Workload
+    from gpuledger.cost.pricing.modelarch import resolve_model
 
     arch = resolve_model(model or "", model_config) if (model or model_config) else None
     hours = parse_vendor_hours(setup_hours)
@@ -213,7 +213,7 @@ def _model_estimate(
     if run is not None:
         workload = None
         if input_len is not None or output_len is not None or concurrency is not None:
-            from gpuledger.cost.estimate_model import workload_of_run
+            from gpuledger.cost.estimate.estimate_model import workload_of_run
 
             base, _ = workload_of_run(run)
             workload = Workload(input_len or base.input_len, output_len or base.output_len,

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 def any_group(refs: Sequence[str]) -> bool:
-    from gpuledger.cost.groups import is_group_ref
+    from gpuledger.cost.comparison.groups import is_group_ref
 
     return any(is_group_ref(r) for r in refs)
 
@@ -30,7 +30,7 @@ def cost_group(
     store: Store, ref: str, price: Callable[[RunInfo], RunCost], *, save: bool, json_out: bool
 ) -> None:
     """Price every run of the group and print the group: each figure's mean with its 95 % interval."""
-    from gpuledger.cost.groups import resolve, summarize_group
+    from gpuledger.cost.comparison.groups import resolve, summarize_group
     from gpuledger.report.groups import print_group
 
     found = resolve(store, ref)
@@ -58,7 +58,7 @@ def compare_group_args(
 ) -> None:
     """``compare A B`` where A or B is a group (a run stands as a group of one): the ratio of their means
     with its interval."""
-    from gpuledger.cost.groups import compare_groups, resolve_all, summarize_group
+    from gpuledger.cost.comparison.groups import compare_groups, resolve_all, summarize_group
     from gpuledger.report.groups import print_group_comparison
 
     if len(refs) != 2:
@@ -77,7 +77,7 @@ def compare_group_args(
 def run_repeats(n: int, one: Callable[[Mapping[str, Any]], RunInfo]) -> tuple[str, list[RunInfo]]:
     """``bench --repeat N``: ``one(workload_extra)`` N times, each run's workload recording the group and
     its index; a run that did not end as planned (interrupted, aborted, failed) ends the repeats there."""
-    from gpuledger.cost.groups import REPEAT_KEY, new_group_id, repeat_record
+    from gpuledger.cost.comparison.groups import REPEAT_KEY, new_group_id, repeat_record
 
     group = new_group_id()
     runs: list[RunInfo] = []
@@ -94,7 +94,7 @@ def print_repeats(group: str, runs: Sequence[RunInfo], render: Callable[[RunInfo
                   json_out: bool) -> None:
     """The runs of ``bench --repeat N`` and their group: each run as ``bench`` prints one, then the mean
     of every figure with its 95 % interval (measured figures: ``cost GROUP`` prices them)."""
-    from gpuledger.cost.groups import summarize_group
+    from gpuledger.cost.comparison.groups import summarize_group
     from gpuledger.report.groups import group_answer
     from gpuledger.report.terminal import print_answer
 
@@ -111,7 +111,7 @@ def print_repeats(group: str, runs: Sequence[RunInfo], render: Callable[[RunInfo
 
 def expand(store: Store, refs: Sequence[str]) -> list[str]:
     """Every argument as run ids: a group gives its runs in repeat order (``report GROUP``)."""
-    from gpuledger.cost.groups import resolve_all
+    from gpuledger.cost.comparison.groups import resolve_all
 
     return [run.id for found in resolve_all(store, refs) for run in found.runs]
 

@@ -14,13 +14,13 @@ from gpuledger.cli.common import DbOpt, JsonOpt, console, err_console, print_jso
 if TYPE_CHECKING:
     from gpuledger.catalog import Catalog
     from gpuledger.cost import Comparison
-    from gpuledger.cost.repricing import Repricing
+    from gpuledger.cost.comparison.repricing import Repricing
     from gpuledger.records import RunInfo
 
 
 def _runs_of(what: str, catalog: Catalog) -> tuple[list[RunInfo], str]:
     """The runs of a file, or of the shipped public set named ``what`` (a file of that name wins)."""
-    from gpuledger.cost.published import public_points, public_sets, read_points
+    from gpuledger.cost.published.published import public_points, public_sets, read_points
 
     path = Path(what).expanduser()
     named = what in public_sets() or not (path.suffix or "/" in what or "\\" in what)
@@ -96,7 +96,7 @@ def import_results_cmd(
 def public_cmd(json_out: JsonOpt = False) -> None:
     """The public points shipped with gpuledger (a dated snapshot, each set with its page and how it
     was read); `gpuledger import-results NAME` stores one."""
-    from gpuledger.cost.published import public_file
+    from gpuledger.cost.published.published import public_file
 
     doc = public_file()
     if json_out:
@@ -123,14 +123,14 @@ def public_cmd(json_out: JsonOpt = False) -> None:
 # ---- the re-priced comparison (compare) ------------------------------------------------------------
 def repricing_of(comp: Comparison, catalog: Catalog) -> list[Repricing]:
     """The comparison's pairs of published points re-priced ([] when it has none)."""
-    from gpuledger.cost.repricing import reprice
+    from gpuledger.cost.comparison.repricing import reprice
 
     return reprice(comp, catalog)
 
 
 def with_repricing(doc: dict[str, Any], found: list[Repricing]) -> dict[str, Any]:
     """``compare --json`` with its ``published_repricing`` section (when a pair has one)."""
-    from gpuledger.cost.repricing import repricing_document
+    from gpuledger.cost.comparison.repricing import repricing_document
 
     return {**doc, "published_repricing": repricing_document(found)} if found else doc
 

@@ -319,7 +319,7 @@ def run_cmd(
 
     check_remote_urls(telemetry_from or ())
     from gpuledger.bench.choice import choose_run
-    from gpuledger.cost.groups import REPEAT_KEY, new_group_id, repeat_record, summarize_group
+    from gpuledger.cost.comparison.groups import REPEAT_KEY, new_group_id, repeat_record, summarize_group
     from gpuledger.engines.torch.device import DEVICE_CHOICES
     from gpuledger.engines.torch.imports import torch_status
     from gpuledger.records.torchspec import GIB

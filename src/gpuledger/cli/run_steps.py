@@ -245,7 +245,7 @@ def evaluate_task(
 def run_answer(run: RunInfo, cost: RunCost | None) -> Answer:
     """The answer `gpuledger run` prints first: the same as ``report`` and ``cost`` print
     (``gpuledger.report.headline``): the price when the run was priced, else what it measured."""
-    from gpuledger.cost.breakeven import run_sensitivity
+    from gpuledger.cost.comparison.breakeven import run_sensitivity
     from gpuledger.report.headline import cost_answer, measured_answer
 
     if cost is not None:
@@ -263,7 +263,7 @@ def task_document(
     """The JSON document of a task's evaluation: its run, choice, doctor, ``metrics``, ``extra``, the
     answer, and the cost's price of each unit the run is priced in and what one currency unit buys of
     each unit it yields (the keys of ``gpuledger cost --json``)."""
-    from gpuledger.cost.model import money_prefix
+    from gpuledger.cost.pricing.model import money_prefix
 
     run, spec = done.run, done.run.config
     cost = done.cost.to_dict() if done.cost is not None else None

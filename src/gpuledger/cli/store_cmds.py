@@ -367,8 +367,8 @@ def show(
         old = not json_out and info.summary is not None and info.summary.verdict is None
         records = store.get_requests(info.id) if old else None
     if json_out:
-        from gpuledger.cost.efficiency import run_efficiency
-        from gpuledger.cost.runview import energy_view
+        from gpuledger.cost.pricing.efficiency import run_efficiency
+        from gpuledger.cost.pricing.runview import energy_view
 
         print_json(run_to_dict(info) | {"env_hash": env_hash, "cost_evaluations": costs,
                                         "output_tokens_per_s": output_rate(info),

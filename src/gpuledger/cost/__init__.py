@@ -5,16 +5,28 @@
 ``estimate_run(run, gpu_name)`` -> ``Estimate``. Formulas: docs/cost.md. Every function prices whatever
 unit of work a run measured (``RunSummary.work()``); a workload kind's own pricing figures (text generation:
 ``kinds/text/pricing.py``) are its ``pricing`` facet, found through the registry (``records.kinds``).
+
+Its parts, each importing only those listed before it: ``pricing`` (profile, presets, power, hourly cost,
+``cost_of_run``), ``published`` (others' measured points), ``estimate`` (carrying a run to another GPU,
+pricing an unmeasured workload), ``advise``, and ``comparison`` (compare, break-even, repeat groups,
+repricing).
 """
 
-from gpuledger.cost.breakeven import BreakEven, SensitivityRow, ratio_of
-from gpuledger.cost.compare import Comparison, PairComparison, compare
-from gpuledger.cost.estimate import Estimate, estimate_run
-from gpuledger.cost.model import CostInputs, Evaluation, HourlyCost, evaluate, hourly_cost, money_prefix
-from gpuledger.cost.power import PowerResolution
-from gpuledger.cost.presets import builtin_presets, cpu_defaults, default_profile_for, load_profile
-from gpuledger.cost.profile import HOURS_PER_MONTH, CostProfile, profile_from_text
-from gpuledger.cost.runcost import RunCost, cost_of_run
+from gpuledger.cost.comparison.breakeven import BreakEven, SensitivityRow, ratio_of
+from gpuledger.cost.comparison.compare import Comparison, PairComparison, compare
+from gpuledger.cost.estimate.estimate import Estimate, estimate_run
+from gpuledger.cost.pricing.model import (
+    CostInputs,
+    Evaluation,
+    HourlyCost,
+    evaluate,
+    hourly_cost,
+    money_prefix,
+)
+from gpuledger.cost.pricing.power import PowerResolution
+from gpuledger.cost.pricing.presets import builtin_presets, cpu_defaults, default_profile_for, load_profile
+from gpuledger.cost.pricing.profile import HOURS_PER_MONTH, CostProfile, profile_from_text
+from gpuledger.cost.pricing.runcost import RunCost, cost_of_run
 
 __all__ = [
     "HOURS_PER_MONTH",

@@ -6,7 +6,7 @@ report.to_json()                             # {"facts", "findings", "summary"}
 store_report(report, db_url)                 # the setup-labour ledger (DoctorRunRecord)
 
 The ledger itself (per machine: hours from the first error to the first all-clear run) is computed by the
-cost code that prices it: ``gpuledger.cost.labour.setup_labour_hours(store.list_doctor_runs())``.
+cost code that prices it: ``gpuledger.cost.pricing.labour.setup_labour_hours(store.list_doctor_runs())``.
 """
 
 from __future__ import annotations

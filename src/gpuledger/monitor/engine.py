@@ -8,7 +8,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuledger.cost.model import unit_price
+from gpuledger.cost.pricing.model import unit_price
 from gpuledger.engines.server_metrics import ENGINE_LABELS, ENGINE_SERIES, EngineCounters
 from gpuledger.records import unit_info
 

@@ -309,7 +309,8 @@ class BenchSpec(SpecModel):
 
 class ModelArchitecture(SpecModel):
     """``bench --model-config PATH``: the model's config.json as it was read, kept with the run so the store
-    alone says what the server's model is (its MBU and MFU need the architecture: cost/efficiency.py)."""
+    alone says what the server's model is (its MBU and MFU need the architecture:
+    cost/pricing/efficiency.py)."""
 
     path: str = Field(max_length=4096)
     config: dict[str, Any]

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
 
 from gpuledger import __version__
 from gpuledger.bench.metrics import summarize_run
@@ -21,8 +20,8 @@ from gpuledger.records import RequestRecord, RunInfo, RunSummary, dump_summary
 from gpuledger.report import costs as cost_part
 from gpuledger.report import serverstate as state_part
 from gpuledger.report.headline import answer_section
-from gpuledger.report.model import ReportData, RunRef
-from gpuledger.report.sections.base import ProgressFn, ReportStore, RunData, like_of
+from gpuledger.report.model import ReportNumbers, RunNumbers, RunRef, RunReport, ThroughputPoint
+from gpuledger.report.sections.base import ProgressFn, ReportStore, RunData
 from gpuledger.report.sections.environment import environment_section
 from gpuledger.report.sections.how import how_measured_section
 from gpuledger.report.sections.images import images_section
@@ -49,7 +48,7 @@ def build_report(
     *,
     progress: ProgressFn | None = None,
     images: bool = True,
-) -> ReportData:
+) -> RunReport:
     """Build the report for one run or a comparison of several.
 
     ``run_ids`` are ids or unambiguous prefixes (``NotFoundError`` otherwise). ``profiles`` maps a
@@ -106,7 +105,9 @@ def build_report(
     server_state = server_state_section(runs)
     if server_state is None:
         # No run records the server's view: one line says why, where the section would have been.
-        throughput = replace(throughput, not_measured=(*throughput.not_measured, no_server_state(runs)))
+        throughput = throughput.model_copy(
+            update={"not_measured": (*throughput.not_measured, no_server_state(runs))}
+        )
     # The answer first; the environment (dozens of rows, no money) folded at the end.
     sections = (
         answer_section(runs, costs),
@@ -120,34 +121,20 @@ def build_report(
         telemetry_section(runs),
         labour_section(runs, doctor_runs),
         how_measured_section(runs),
-        replace(environment_section(runs, doctor_runs), collapsed=True),
+        environment_section(runs, doctor_runs).model_copy(update={"collapsed": True}),
     )
-    numbers: dict[str, Any] = {
-        "gpuledger_version": __version__,
-        "runs": [
-            {
-                "id": r.info.id,
-                "name": r.ref.name,
-                "summary_source": r.summary_source,
-                "summary": r.summary,
-                "telemetry_summary": r.info.telemetry_summary,
-                "accelerators": r.accelerators,
-                "throughput_points": r.extra.get("stage_points", []),
-                "cost": costs.numbers(r.info.id),
-                "cost_error": costs.errors.get(r.info.id),
-                **_optional_numbers(r.info),
-            }
-            for r in runs
-        ],
-        "comparison": costs.comparison.to_dict() if costs.comparison is not None else None,
-        "comparison_error": costs.comparison_error,
-    }
+    numbers = ReportNumbers(
+        gpuledger_version=__version__,
+        runs=tuple(_run_numbers(r, costs) for r in runs),
+        comparison=costs.comparison.to_dict() if costs.comparison is not None else None,
+        comparison_error=costs.comparison_error,
+    )
     title = (
         f"gpuledger report — {runs[0].ref.name}"
         if len(runs) == 1
         else "gpuledger comparison — " + " vs ".join(r.ref.name for r in runs)
     )
-    return ReportData(
+    return RunReport(
         title=title,
         generated_at=datetime.now(UTC),
         runs=tuple(r.ref for r in runs),
@@ -213,7 +200,7 @@ def _summary(info: RunInfo, requests: list[RequestRecord]) -> tuple[RunSummary |
 def _accelerators(info: RunInfo) -> tuple[int, str]:
     """How many accelerators served the run: the GPUs the telemetry saw working (the cost model's
     count), else the GPU count of the environment fingerprint, else 1 (a CPU run)."""
-    from gpuledger.cost.runview import gpu_devices
+    from gpuledger.cost.pricing.runview import gpu_devices
 
     used, idle = gpu_devices(info)
     origin = info.summary.origin() if info.summary is not None and not used else None
@@ -240,16 +227,23 @@ def _expected_gaps(info: RunInfo) -> int:
     return max(0, int(w.count) - int(n)) if w is not None else 0
 
 
-def _optional_numbers(info: RunInfo) -> dict[str, Any]:
-    """Per-run JSON numbers that only runs recording them have: the server's state over the window
-    (``RunInfo.server.state``) and where the workload came from (``RunInfo.config.like``)."""
-    out: dict[str, Any] = {}
-    state = state_part.state_of(info)
-    if state is not None:
-        out["server_state"] = dict(state)
-    like = like_of(info)
-    if like is not None:
-        out["workload_like"] = dict(like)
-    return out
-
-
+def _run_numbers(r: RunData, costs: cost_part.Costs) -> RunNumbers:
+    """The figures of one run: its typed summary, telemetry summary, throughput points and price; the
+    server's state over the window (``RunInfo.server.state``) and where the workload came from
+    (``RunInfo.config.like``) only for runs that record them."""
+    state = state_part.state_of(r.info)
+    return RunNumbers(
+        id=r.info.id,
+        name=r.ref.name,
+        summary_source=r.summary_source,
+        summary=r.info.summary,
+        telemetry_summary=tuple(r.info.telemetry_summary),
+        accelerators=r.accelerators,
+        throughput_points=tuple(
+            ThroughputPoint.model_validate(p) for p in r.extra.get("stage_points", ())
+        ),
+        cost=costs.numbers(r.info.id),
+        cost_error=costs.errors.get(r.info.id),
+        server_state=dict(state) if state is not None else None,
+        workload_like=r.info.config.like,
+    )

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuledger.catalog import load_catalog
 from gpuledger.cost import Comparison, RunCost, compare, cost_of_run, default_profile_for, load_profile
-from gpuledger.cost.breakeven import CostSensitivity, run_sensitivity
+from gpuledger.cost.comparison.breakeven import CostSensitivity, run_sensitivity
 from gpuledger.errors import GpuledgerError
 from gpuledger.records import DoctorRunRecord, UnitInfo
 from gpuledger.report import fmt
@@ -386,7 +386,7 @@ def _comparison_tables(comparison: Comparison, names: dict[str, str]) -> list[Ta
                 "carried by hourly cost (%)",
             ),
             rows=tuple(ratio_rows),
-            provenance="gpuledger.cost.compare: ratio = throughput ratio × utilisation "
+            provenance="gpuledger.cost.comparison.compare: ratio = throughput ratio × utilisation "
             "ratio × hourly cost ratio; "
             f"'carried by' = each factor's share of ln(ratio). A ratio above 1 means A is cheaper per "
             f"{singular}.",

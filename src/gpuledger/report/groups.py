@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from rich.console import Console
 
 from gpuledger.cost import RunCost
-from gpuledger.cost.groups import (
+from gpuledger.cost.comparison.groups import (
     GroupComparison,
     GroupFigure,
     GroupSummary,

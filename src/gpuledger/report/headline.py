@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 
 from gpuledger.bench.validity import run_verdict
 from gpuledger.cost import Comparison, RunCost
-from gpuledger.cost.breakeven import CostSensitivity
-from gpuledger.cost.efficiency import run_efficiency
-from gpuledger.cost.groups import compare_groups
-from gpuledger.cost.model import money_prefix
-from gpuledger.cost.operating import operating_point
+from gpuledger.cost.comparison.breakeven import CostSensitivity
+from gpuledger.cost.comparison.groups import compare_groups
+from gpuledger.cost.pricing.efficiency import run_efficiency
+from gpuledger.cost.pricing.model import money_prefix
+from gpuledger.cost.pricing.operating import operating_point
 from gpuledger.errors import GpuledgerError
 from gpuledger.quantity import percent
 from gpuledger.records import RequestRecord, RunInfo, RunSummary

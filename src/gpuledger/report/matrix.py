@@ -23,7 +23,7 @@ from typing import Any
 
 from gpuledger.catalog import Catalog, load_catalog
 from gpuledger.cost import cost_of_run, default_profile_for, load_profile
-from gpuledger.cost.groups import Interval, fmt_with_interval, mean_interval
+from gpuledger.cost.comparison.groups import Interval, fmt_with_interval, mean_interval
 from gpuledger.errors import GpuledgerError, NotFoundError
 from gpuledger.records import DoctorRunRecord, RunInfo, dump_summary
 from gpuledger.store import Store

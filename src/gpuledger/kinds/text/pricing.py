@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuledger.cost.model import SECONDS_PER_HOUR, money_prefix
-from gpuledger.cost.runcost import RunCost
+from gpuledger.cost.pricing.model import SECONDS_PER_HOUR, money_prefix
+from gpuledger.cost.pricing.runcost import RunCost
 from gpuledger.kinds.text.summary import TextGenerationSummary
 
 

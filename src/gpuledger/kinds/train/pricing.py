@@ -12,10 +12,10 @@ A job of ``N`` training tokens on the stack the run measured (``job_cost``):
 - device-hours = hours × the devices priced; steps = N ÷ tokens per step;
 - energy (``job_energy``, an estimate: the measured window extrapolated to the job) = what the hourly price's
   energy is: (compute hours × serving W + idle hours × idle W) × PUE, idle hours = hours − compute hours,
-  with the power the price uses (cost/power.py: measured, the profile's or a catalog TDP, the profile's
-  ``host_power_w`` added; idle at the profile's ``idle_power_w``, else at serving power, an upper bound).
-  Under an ownership profile energy_kwh × electricity price is the job's energy cost; a rental's price has
-  its energy in it (figured only when the run measured power).
+  with the power the price uses (cost/pricing/power.py: measured, the profile's or a catalog TDP, the
+  profile's ``host_power_w`` added; idle at the profile's ``idle_power_w``, else at serving power, an upper
+  bound). Under an ownership profile energy_kwh × electricity price is the job's energy cost; a rental's
+  price has its energy in it (figured only when the run measured power).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from gpuledger.cost.model import SECONDS_PER_HOUR, money_prefix
-from gpuledger.cost.runcost import RunCost
+from gpuledger.cost.pricing.model import SECONDS_PER_HOUR, money_prefix
+from gpuledger.cost.pricing.runcost import RunCost
 from gpuledger.errors import InvalidInputError, UsageError
 from gpuledger.kinds.train.summary import TrainingSummary
 

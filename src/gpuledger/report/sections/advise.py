@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from gpuledger.cost.advise import BASIS_SHORT, Advice, Row
+from gpuledger.cost.advise.advise import BASIS_SHORT, Advice, Row
 from gpuledger.report import fmt
 from gpuledger.report.model import Answer, Figure, ReportData, Section, Series, Table
 
@@ -154,7 +154,7 @@ def _r(rank: int | None) -> str:
 
 
 def unanswered_lines(advice: Advice) -> list[str]:
-    from gpuledger.cost.advise_criteria import QUESTIONS
+    from gpuledger.cost.advise.advise_criteria import QUESTIONS
 
     return [f"{QUESTIONS[k][0]} (--{k.replace('_', '-')} {QUESTIONS[k][2]}; {QUESTIONS[k][1]})"
             for k in advice.unanswered]

@@ -158,7 +158,7 @@ def xy_series(
 
 def machine_of(info: RunInfo) -> str | None:
     """The host a run was measured on, found the way the cost model finds it for the labour ledger."""
-    from gpuledger.cost.runview import machine_name
+    from gpuledger.cost.pricing.runview import machine_name
 
     return machine_name(info)
 

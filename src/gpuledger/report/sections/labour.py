@@ -60,7 +60,7 @@ def labour_section(runs: list[RunData], doctor_runs: list[DoctorRunRecord]) -> S
 
 
 def _setup_labour(records: list[DoctorRunRecord]) -> tuple[Table, ...]:
-    from gpuledger.cost.labour import setup_labour_hours
+    from gpuledger.cost.pricing.labour import setup_labour_hours
 
     rows = []
     for machine, m in sorted(setup_labour_hours(records).items()):
@@ -85,5 +85,6 @@ def _setup_labour(records: list[DoctorRunRecord]) -> tuple[Table, ...]:
         "Setup labour per machine",
         rows,
         "Hours of wall-clock time from each first doctor run with an error to the first all-clear run after "
-        "it, summed over episodes (gpuledger.cost.labour.setup_labour_hours); not effort logged by a person.",
+        "it, summed over episodes (gpuledger.cost.pricing.labour.setup_labour_hours); not effort logged by a "
+        "person.",
     )

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gpuledger.cost.profile import HOURS_PER_MONTH, CostProfile, Mode
+from gpuledger.cost.pricing.profile import HOURS_PER_MONTH, CostProfile, Mode
 from gpuledger.errors import InvalidInputError
 from gpuledger.records import UnitInfo, unit_info
 

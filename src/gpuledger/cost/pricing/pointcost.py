@@ -1,6 +1,6 @@
 """The price of a throughput nobody measured here (a roofline point, a published point interpolated): the
 profile's hourly cost for the devices (hardware or rental, energy at the catalog TDP, setup labour from the
-caller) over the tokens they serve — the cost model's own formula (``cost/model.py``)."""
+caller) over the tokens they serve — the cost model's own formula (``cost/pricing/model.py``)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuledger.catalog import GpuSpec
-from gpuledger.cost.model import SECONDS_PER_HOUR, HourlyCost, hourly_cost, money_prefix, unit_price
-from gpuledger.cost.power import PowerResolution, with_host_and_idle
-from gpuledger.cost.profile import CostProfile
+from gpuledger.cost.pricing.model import SECONDS_PER_HOUR, HourlyCost, hourly_cost, money_prefix, unit_price
+from gpuledger.cost.pricing.power import PowerResolution, with_host_and_idle
+from gpuledger.cost.pricing.profile import CostProfile
 from gpuledger.errors import InvalidInputError
 
 

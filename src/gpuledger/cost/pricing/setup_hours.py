@@ -1,7 +1,7 @@
 """Setup labour per vendor for a deployment nobody has set up yet (the advisor, the no-run estimate): the
 hours you state, else the doctor's setup-labour ledger of your machines with that vendor's GPUs
-(``cost/labour.py``), else the seed essay's own example — an afternoon on CUDA, two weeks on ROCm (§2.3),
-clearly labelled as that example."""
+(``cost/pricing/labour.py``), else the seed essay's own example — an afternoon on CUDA, two weeks on ROCm
+(§2.3), clearly labelled as that example."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from gpuledger.cost.labour import setup_labour_hours
+from gpuledger.cost.pricing.labour import setup_labour_hours
 from gpuledger.records import DoctorRunRecord
 
 WORKDAY_HOURS = 8.0

@@ -3,7 +3,7 @@
 computed: ``cost``, ``show``, the reports and ``estimate`` call ``run_efficiency``.
 
 For a text-generation run (measured or published) on a GPU the catalog knows, of a model whose config is
-known (``cost/modelarch.py``):
+known (``cost/pricing/modelarch.py``):
 
 - **MBU** = bytes one decode step reads × decode steps per second ÷ (devices × peak bandwidth). Bytes per
   step = the weights a step multiplies with (every parameter but the embedding table, whose rows are
@@ -35,8 +35,14 @@ from typing import Any, Final, Literal
 
 from gpuledger.catalog import Catalog, GpuSpec, load_catalog, normalise_dtype, peak_bandwidth, peak_compute
 from gpuledger.catalog.roofline import TB, USABLE_MEMORY_FRACTION, kv_bytes, kv_cache_bytes, weight_bytes
-from gpuledger.cost.modelarch import ModelArch, arch_from_config, arch_from_shape, config_dtype, find_known
-from gpuledger.cost.runview import cpu_device, gpu_devices
+from gpuledger.cost.pricing.modelarch import (
+    ModelArch,
+    arch_from_config,
+    arch_from_shape,
+    config_dtype,
+    find_known,
+)
+from gpuledger.cost.pricing.runview import cpu_device, gpu_devices
 from gpuledger.errors import GpuledgerError
 from gpuledger.kinds.text.published import PublishedSummary
 from gpuledger.kinds.text.spec import ServerSpec, TorchSpec
@@ -134,7 +140,7 @@ class Efficiency:
             "assumptions": list(self.assumptions),
             # derived from published only: the assumptions its origin words name (``provenance()``)
             **({"premises": list(self.premises), "provenance": self.provenance()} if self.premises else {}),
-            "method": "docs/advise.md#mbu-and-mfu (gpuledger.cost.efficiency)",
+            "method": "docs/advise.md#mbu-and-mfu (gpuledger.cost.pricing.efficiency)",
         }
 
 

@@ -6,7 +6,7 @@
 The unit compared (``basis``) is one both runs measured: by default the first run's headline unit
 (output tokens for inference, training tokens for training, images for image generation); aliases such
 as ``output`` / ``total`` name text-generation units. Break-even values and the sensitivity table are in
-``cost/breakeven.py``, the like-for-like warnings in ``cost/differences.py``.
+``cost/comparison/breakeven.py``, the like-for-like warnings in ``cost/comparison/differences.py``.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuledger.cost.breakeven import BreakEven, SensitivityRow, break_even, ratio_of, sensitivity
-from gpuledger.cost.differences import comparison_warnings
-from gpuledger.cost.model import money_prefix
-from gpuledger.cost.runcost import RunCost
+from gpuledger.cost.comparison.breakeven import BreakEven, SensitivityRow, break_even, ratio_of, sensitivity
+from gpuledger.cost.comparison.differences import comparison_warnings
+from gpuledger.cost.pricing.model import money_prefix
+from gpuledger.cost.pricing.runcost import RunCost
 from gpuledger.errors import InvalidInputError, UsageError
 from gpuledger.records import alias_of, resolve_alias
 

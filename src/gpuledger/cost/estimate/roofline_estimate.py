@@ -28,8 +28,8 @@ from typing import Any
 
 from gpuledger.catalog import GpuSpec, peak_bandwidth, peak_compute
 from gpuledger.catalog.roofline import TB, USABLE_MEMORY_FRACTION, kv_bytes, kv_cache_bytes, weight_bytes
-from gpuledger.cost.efficiency import DERIVED, Efficiency, FigureOrigin, pct_text
-from gpuledger.cost.modelarch import ModelArch
+from gpuledger.cost.pricing.efficiency import DERIVED, Efficiency, FigureOrigin, pct_text
+from gpuledger.cost.pricing.modelarch import ModelArch
 from gpuledger.errors import InvalidInputError
 
 # gpuledger's default efficiency when neither the user's runs nor published points of the GPU give one: a

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from gpuledger.catalog import Catalog, GpuSpec, load_catalog
 from gpuledger.catalog.catalog import parse_yaml_mapping, validation_message
 from gpuledger.catalog.model import Confidence, Figure, Segment, SourceIn
-from gpuledger.cost.profile import (
+from gpuledger.cost.pricing.profile import (
     MONEY_FIELDS,
     CostProfile,
     normalise_arch,
@@ -24,7 +24,7 @@ from gpuledger.cost.profile import (
     read_profile_file,
     unknown_field_error,
 )
-from gpuledger.cost.runview import cpu_device, cpu_threads, gpu_devices
+from gpuledger.cost.pricing.runview import cpu_device, cpu_threads, gpu_devices
 from gpuledger.errors import InvalidInputError, NotFoundError
 from gpuledger.records import RunInfo
 

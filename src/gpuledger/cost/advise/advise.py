@@ -15,7 +15,7 @@ For each candidate GPU and each deployment size (1, 2, 4, 8 GPUs serving one rep
 
 then each GPU's smallest deployment that serves the workload (more GPUs would be replicas of it) is ranked
 by that cost, and the essay's criteria
-(``cost/advise_criteria.py``) are applied one after the other, each with how it moved the ranking.
+(``cost/advise/advise_criteria.py``) are applied one after the other, each with how it moved the ranking.
 """
 
 from __future__ import annotations
@@ -26,21 +26,21 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuledger.catalog import Catalog, GpuSpec, load_catalog, normalise_dtype
-from gpuledger.cost.advise_criteria import NVIDIA_ONLY, QUESTIONS, Answers
-from gpuledger.cost.advise_published import interpolate, points_for
-from gpuledger.cost.estimate_model import EfficiencyPool
-from gpuledger.cost.modelarch import ModelArch
-from gpuledger.cost.pointcost import PointCost, price_point
-from gpuledger.cost.presets import TIER_WORDS, TIERS, builtin_presets, tier_name
-from gpuledger.cost.profile import CostProfile
-from gpuledger.cost.roofline_estimate import (
+from gpuledger.cost.advise.advise_criteria import NVIDIA_ONLY, QUESTIONS, Answers
+from gpuledger.cost.estimate.estimate_model import EfficiencyPool
+from gpuledger.cost.estimate.roofline_estimate import (
     Memory,
     Workload,
     best_at_interactivity,
     choose_efficiency,
     memory_of,
 )
-from gpuledger.cost.setup_hours import WORKDAY_HOURS, SetupHours, setup_hours_for
+from gpuledger.cost.pricing.modelarch import ModelArch
+from gpuledger.cost.pricing.pointcost import PointCost, price_point
+from gpuledger.cost.pricing.presets import TIER_WORDS, TIERS, builtin_presets, tier_name
+from gpuledger.cost.pricing.profile import CostProfile
+from gpuledger.cost.pricing.setup_hours import WORKDAY_HOURS, SetupHours, setup_hours_for
+from gpuledger.cost.published.advise_published import interpolate, points_for
 from gpuledger.errors import InvalidInputError, UsageError
 from gpuledger.records import DoctorRunRecord, RunInfo
 

@@ -1,7 +1,7 @@
 """``estimate`` from no run, or from a run that did not use a GPU (a CPU run): the roofline of the model's
-config on the target GPU (``cost/roofline_estimate.py``) at an efficiency with its origin — your own GPU
-runs', else published points' of that GPU, else gpuledger's default — priced with the target's profile.
-Always labelled an ESTIMATE, every figure with its origin."""
+config on the target GPU (``cost/estimate/roofline_estimate.py``) at an efficiency with its origin — your
+own GPU runs', else published points' of that GPU, else gpuledger's default — priced with the target's
+profile. Always labelled an ESTIMATE, every figure with its origin."""
 
 from __future__ import annotations
 
@@ -10,19 +10,19 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpuledger.catalog import Catalog, GpuSpec, load_catalog, normalise_dtype
-from gpuledger.cost.efficiency import DERIVED, Efficiency, model_of, run_efficiency
-from gpuledger.cost.modelarch import ModelArch
-from gpuledger.cost.pointcost import PointCost, price_point
-from gpuledger.cost.presets import gpu_default_profile
-from gpuledger.cost.profile import CostProfile
-from gpuledger.cost.roofline_estimate import (
+from gpuledger.cost.estimate.roofline_estimate import (
     CarriedEfficiency,
     RooflinePoint,
     Workload,
     choose_efficiency,
     roofline_point,
 )
-from gpuledger.cost.setup_hours import SetupHours, setup_hours_for
+from gpuledger.cost.pricing.efficiency import DERIVED, Efficiency, model_of, run_efficiency
+from gpuledger.cost.pricing.modelarch import ModelArch
+from gpuledger.cost.pricing.pointcost import PointCost, price_point
+from gpuledger.cost.pricing.presets import gpu_default_profile
+from gpuledger.cost.pricing.profile import CostProfile
+from gpuledger.cost.pricing.setup_hours import SetupHours, setup_hours_for
 from gpuledger.errors import InvalidInputError
 from gpuledger.kinds.text.summary import TextGenerationSummary
 from gpuledger.records import DoctorRunRecord, RunInfo
@@ -47,7 +47,7 @@ def shipped_points(catalog: Catalog | None = None) -> list[RunInfo]:
     """Every point of the shipped public results, as runs (ids ``public:SET:N``)."""
     from dataclasses import replace
 
-    from gpuledger.cost.published import public_points, public_sets
+    from gpuledger.cost.published.published import public_points, public_sets
 
     out = []
     for name in public_sets():

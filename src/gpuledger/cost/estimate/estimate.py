@@ -17,14 +17,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuledger.catalog import Catalog, GpuSpec, RooflineScale, load_catalog, normalise_dtype, roofline_scale
-from gpuledger.cost.efficiency import Efficiency, model_of, run_efficiency
-from gpuledger.cost.operating import operating_point
-from gpuledger.cost.power import PowerResolution
-from gpuledger.cost.presets import gpu_default_profile
-from gpuledger.cost.profile import CostProfile
-from gpuledger.cost.roofline_estimate import step_floor
-from gpuledger.cost.runcost import RunCost, cost_of_run
-from gpuledger.cost.runview import DeviceView, gpu_devices
+from gpuledger.cost.estimate.roofline_estimate import step_floor
+from gpuledger.cost.pricing.efficiency import Efficiency, model_of, run_efficiency
+from gpuledger.cost.pricing.operating import operating_point
+from gpuledger.cost.pricing.power import PowerResolution
+from gpuledger.cost.pricing.presets import gpu_default_profile
+from gpuledger.cost.pricing.profile import CostProfile
+from gpuledger.cost.pricing.runcost import RunCost, cost_of_run
+from gpuledger.cost.pricing.runview import DeviceView, gpu_devices
 from gpuledger.errors import InvalidInputError, NotFoundError
 from gpuledger.kinds.text.published import PublishedSummary
 from gpuledger.kinds.text.summary import TextGenerationSummary

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuledger.catalog import Catalog
-from gpuledger.cost.presets import cpu_defaults
-from gpuledger.cost.profile import CostProfile
-from gpuledger.cost.runview import DeviceView, cpu_device, cpu_threads
+from gpuledger.cost.pricing.presets import cpu_defaults
+from gpuledger.cost.pricing.profile import CostProfile
+from gpuledger.cost.pricing.runview import DeviceView, cpu_device, cpu_threads
 from gpuledger.errors import InvalidInputError
 from gpuledger.records import Origin, RunInfo
 

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuledger.catalog import Catalog
-from gpuledger.cost.breakeven import ratio_of
-from gpuledger.cost.compare import Comparison, PairComparison
-from gpuledger.cost.model import money_prefix
-from gpuledger.cost.presets import load_profile
-from gpuledger.cost.runcost import RunCost, cost_of_run
+from gpuledger.cost.comparison.breakeven import ratio_of
+from gpuledger.cost.comparison.compare import Comparison, PairComparison
+from gpuledger.cost.pricing.model import money_prefix
+from gpuledger.cost.pricing.presets import load_profile
+from gpuledger.cost.pricing.runcost import RunCost, cost_of_run
 from gpuledger.kinds.text.published import PublishedSummary
 
 # The parts of an hour's cost swapped one at a time, in this order: (name, HourlyCost components).

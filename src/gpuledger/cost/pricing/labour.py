@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from gpuledger.cost.profile import CostProfile
-from gpuledger.cost.runview import machine_name
+from gpuledger.cost.pricing.profile import CostProfile
+from gpuledger.cost.pricing.runview import machine_name
 from gpuledger.errors import InvalidInputError
 from gpuledger.records import DoctorRunRecord, RunInfo
 
@@ -162,7 +162,7 @@ def resolve_setup_hours(
     entry = ledger[chosen]
     source = (
         f"doctor history: machine {chosen or '(unnamed)'}, first error to first all-clear "
-        "(gpuledger.cost.labour.setup_labour_hours)"
+        "(gpuledger.cost.pricing.labour.setup_labour_hours)"
     )
     if not entry.resolved:
         source += f"; a setup episode is still open ({entry.open_hours:.1f} h so far, not counted)"

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from gpuledger.cost.model import CostInputs, Evaluation, evaluate
-from gpuledger.cost.runcost import RunCost
+from gpuledger.cost.pricing.model import CostInputs, Evaluation, evaluate
+from gpuledger.cost.pricing.runcost import RunCost
 
 SENSITIVITY_STEP = 0.20
 

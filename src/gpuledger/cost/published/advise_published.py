@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from gpuledger.catalog import normalise_dtype
-from gpuledger.cost.modelarch import ModelArch, find_known
+from gpuledger.cost.pricing.modelarch import ModelArch, find_known
 from gpuledger.kinds.text.published import PublishedSummary
 from gpuledger.records import RunInfo
 

@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from gpuledger.catalog import Catalog, load_catalog
-from gpuledger.cost.efficiency import Efficiency, run_efficiency
-from gpuledger.cost.labour import resolve_setup_hours
-from gpuledger.cost.model import CostInputs, Evaluation, evaluate, money_prefix
-from gpuledger.cost.operating import DEFAULT_ATTAINMENT, OperatingPoint, operating_point
-from gpuledger.cost.power import PowerResolution, resolve_power
-from gpuledger.cost.presets import run_arch
-from gpuledger.cost.profile import HOURS_PER_MONTH, CostProfile, normalise_arch
-from gpuledger.cost.runview import DeviceView, cpu_device, gpu_devices
+from gpuledger.cost.pricing.efficiency import Efficiency, run_efficiency
+from gpuledger.cost.pricing.labour import resolve_setup_hours
+from gpuledger.cost.pricing.model import CostInputs, Evaluation, evaluate, money_prefix
+from gpuledger.cost.pricing.operating import DEFAULT_ATTAINMENT, OperatingPoint, operating_point
+from gpuledger.cost.pricing.power import PowerResolution, resolve_power
+from gpuledger.cost.pricing.presets import run_arch
+from gpuledger.cost.pricing.profile import HOURS_PER_MONTH, CostProfile, normalise_arch
+from gpuledger.cost.pricing.runview import DeviceView, cpu_device, gpu_devices
 from gpuledger.errors import InvalidInputError
 from gpuledger.records import DoctorRunRecord, Origin, RunInfo, RunSummary
 from gpuledger.records.kinds import kind_of_summary
@@ -58,9 +58,9 @@ class RunCost:
     energy: dict[str, Any]
     assumptions: list[str]
     warnings: list[str]
-    operating_point: dict[str, Any] | None = None  # the sweep stage priced (cost/operating.py)
+    operating_point: dict[str, Any] | None = None  # the sweep stage priced (cost/pricing/operating.py)
     rate_source: str = "run summary (measured)"
-    efficiency: Efficiency | None = None  # MBU and MFU of what was priced (cost/efficiency.py)
+    efficiency: Efficiency | None = None  # MBU and MFU of what was priced (cost/pricing/efficiency.py)
 
     @property
     def currency(self) -> str:
@@ -354,8 +354,8 @@ def cost_of_run(
     """Price a stored run under ``profile``. Raises InvalidInputError (one line naming what is missing)
     for runs with no work, no power and no TDP, or a profile that does not fit the run. ``power``
     overrides how device power is found (used by ``estimate``; the profile's ``power_w`` still wins).
-    A sweep is priced at one stage (``stage``, else the rule of cost/operating.py). ``rate_source`` says
-    where the rates came from when they were not measured by the run itself (an estimate). ``gpus`` and
+    A sweep is priced at one stage (``stage``, else the rule of cost/pricing/operating.py). ``rate_source``
+    says where the rates came from when they were not measured by the run itself (an estimate). ``gpus`` and
     ``gpu`` (``cost --gpus N --gpu NAME``) say how many and which GPUs served a run that has no telemetry
     of its devices (they override the profile's ``gpu_count`` and ``gpu``)."""
     cat = catalog if catalog is not None else load_catalog()

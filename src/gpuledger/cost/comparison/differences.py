@@ -7,9 +7,9 @@ import re
 from typing import Any
 
 from gpuledger.bench.server_state import QUEUE_NOTE_MS
-from gpuledger.cost.groups import REPEAT_KEY
-from gpuledger.cost.runcost import RunCost
-from gpuledger.cost.runview import flat
+from gpuledger.cost.comparison.groups import REPEAT_KEY
+from gpuledger.cost.pricing.runcost import RunCost
+from gpuledger.cost.pricing.runview import flat
 from gpuledger.records import RunInfo, RunSummary
 
 # Environment/config keys are compared by their words (``torch.cuda_version`` -> torch, cuda, version).

@@ -31,7 +31,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from gpuledger.catalog import Catalog, GpuSpec, load_catalog
-from gpuledger.cost.presets import builtin_presets
+from gpuledger.cost.pricing.presets import builtin_presets
 from gpuledger.errors import InvalidInputError, NotFoundError
 from gpuledger.kinds.text.published import PublishedSummary
 from gpuledger.records import RunInfo
