@@ -59,6 +59,9 @@ COMMANDS: tuple[CommandEntry, ...] = (
                  "how it was read); `gpuledger import-results NAME` stores one."),
     CommandEntry("report", _C + "report_cmd",
                  "Report on one run, or compare several: terminal tables, Markdown, self-contained HTML."),
+    CommandEntry("gate", _C + "gate_cmd",
+                 "Judge a candidate run or group against a baseline like a test: PASS, FAIL or NOT "
+                 "DISTINGUISHABLE per metric, what changed in the stack, exit 1 on a regression."),
     CommandEntry("monitor", _C + "monitor_cmd",
                  "Serve GPU/CPU utilisation, memory, power, energy, temperature and live cost as "
                  "Prometheus metrics."),
