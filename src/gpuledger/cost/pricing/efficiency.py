@@ -234,6 +234,8 @@ def _load_of(run: RunInfo, summary: RunSummary) -> _Load | str:
     """The workload the figures need, or why it is not there."""
     if isinstance(summary, PublishedSummary):
         s = summary
+        if s.input_len is None or s.input_tokens_per_s is None:
+            return f"the point does not publish its mean input length ({s.input_len_reason})"
         conc, how = (float(s.concurrency), "published concurrency") if s.concurrency else (None, "")
         steps, steps_how = None, "the point publishes neither tokens/s per user nor TPOT"
         if s.tokens_per_s_per_user:

@@ -51,7 +51,7 @@ def points_for(
         s = run.summary
         if not isinstance(s, PublishedSummary) or s.gpu != gpu or not s.tokens_per_s_per_user:
             continue
-        if (s.input_len, s.output_len) != (input_len, output_len):
+        if (s.input_len, s.output_len) != (input_len, output_len) or s.total_tokens_per_s is None:
             continue
         if s.precision and normalise_dtype(s.precision) != dtype:
             continue

@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from gpuledger.catalog import Catalog, GpuSpec, load_catalog
 from gpuledger.cost.pricing.presets import builtin_presets
 from gpuledger.errors import InvalidInputError, NotFoundError
-from gpuledger.kinds.text.published import PublishedSummary
+from gpuledger.kinds.text.published import Division, PublishedSummary, Scenario, SubmitterRole
 from gpuledger.records import RunInfo
 
 MAX_FILE_BYTES = 5_000_000
@@ -56,7 +56,8 @@ class PublishedRow(BaseModel):
     gpu: str = Field(min_length=1, max_length=TEXT)
     gpus: int = Field(ge=1, le=100_000)
     model: str = Field(min_length=1, max_length=TEXT)
-    input_len: int = Field(ge=1, le=10_000_000)
+    input_len: int | None = Field(default=None, ge=1, le=10_000_000)
+    input_len_reason: str | None = Field(default=None, min_length=1, max_length=LONG_TEXT)
     output_len: int = Field(ge=1, le=10_000_000)
     output_tokens_per_s: float | None = Field(default=None, gt=0, le=1e12)
     total_tokens_per_s: float | None = Field(default=None, gt=0, le=1e12)
@@ -66,6 +67,14 @@ class PublishedRow(BaseModel):
     tpot_ms: float | None = Field(default=None, gt=0, le=1e9)
     precision: str | None = Field(default=None, min_length=1, max_length=64)
     framework: str | None = Field(default=None, min_length=1, max_length=TEXT)
+    framework_version: str | None = Field(default=None, min_length=1, max_length=TEXT)
+    scenario: Scenario | None = None
+    division: Division | None = None
+    accuracy_target: str | None = Field(default=None, min_length=1, max_length=TEXT)
+    submitter: str | None = Field(default=None, min_length=1, max_length=TEXT)
+    submitter_role: SubmitterRole | None = None
+    system: str | None = Field(default=None, min_length=1, max_length=TEXT)
+    dataset: str | None = Field(default=None, min_length=1, max_length=TEXT)
     power_kw_per_gpu: float | None = Field(default=None, gt=0, le=100)
     source: str | None = Field(default=None, min_length=1, max_length=TEXT)
     date: dt.date | None = None
@@ -102,6 +111,17 @@ class PublishedRow(BaseModel):
     @model_validator(mode="after")
     def _a_rate(self) -> PublishedRow:
         out, total = self.output_tokens_per_s, self.total_tokens_per_s
+        if self.input_len is None:
+            if not self.input_len_reason:
+                raise ValueError(
+                    "input_len: required (the mean input tokens per request), or input_len_reason saying why "
+                    "the publisher does not give it"
+                )
+            if out is None or total is not None:
+                raise ValueError(
+                    "output_tokens_per_s: without input_len only a published output rate can be kept (a "
+                    "total cannot be split into its output and input tokens)"
+                )
         if out is None and total is None:
             raise ValueError(
                 "output_tokens_per_s: required: the output tokens per second of all the point's GPUs "
@@ -116,6 +136,13 @@ class PublishedRow(BaseModel):
 
 
 COLUMNS: tuple[str, ...] = tuple(PublishedRow.model_fields)
+# Columns a point's summary keeps as they are when given (the rates and lengths are set by ``run_of``).
+OPTIONAL_FIELDS = (
+    "input_len_reason", "tokens_per_s_per_user", "concurrency", "ttft_ms", "tpot_ms", "precision",
+    "framework", "framework_version", "scenario", "division", "accuracy_target", "submitter",
+    "submitter_role", "system", "dataset", "power_kw_per_gpu", "publisher_profile",
+    "published_usd_per_1m_total_tokens", "published_usd_per_1m_output_tokens",
+)
 
 
 def _close(name: str, names: Sequence[str]) -> str:
@@ -172,10 +199,15 @@ class RawPoint:
     line: int | None = None
 
 
-def _rates(row: PublishedRow) -> tuple[float, float, float, list[str], str]:
+def _rates(row: PublishedRow) -> tuple[float, float | None, float | None, list[str], str]:
     """(output, input, total tok/s, the rate keys as published, how the others were derived)."""
     i, o = row.input_len, row.output_len
     out, total = row.output_tokens_per_s, row.total_tokens_per_s
+    if i is None:  # the row model allows this with a published output rate only
+        assert out is not None
+        return out, None, None, ["output_tokens_per_s"], (
+            f"no input or total rate: the input length is not published ({row.input_len_reason})"
+        )
     if out is not None and total is not None:
         return out, total - out, total, ["output_tokens_per_s", "total_tokens_per_s"], (
             "input tok/s = total tok/s - output tok/s"
@@ -215,26 +247,23 @@ def run_of(row: PublishedRow, spec: GpuSpec, source_default: str) -> RunInfo:
         gpu=spec.key,
         gpu_name=spec.name,
         gpus=row.gpus,
-        input_len=row.input_len,
         output_len=row.output_len,
         output_tokens_per_s=out,
-        input_tokens_per_s=inp,
-        total_tokens_per_s=total,
         published_rates=published,
         derivation=how,
-        **{k: getattr(row, k) for k in (
-            "tokens_per_s_per_user", "concurrency", "ttft_ms", "tpot_ms", "precision", "framework",
-            "power_kw_per_gpu", "publisher_profile", "published_usd_per_1m_total_tokens",
-            "published_usd_per_1m_output_tokens",
-        ) if getattr(row, k) is not None},
+        **{k: v for k, v in (("input_len", row.input_len), ("input_tokens_per_s", inp),
+                             ("total_tokens_per_s", total)) if v is not None},
+        **{k: getattr(row, k) for k in OPTIONAL_FIELDS if getattr(row, k) is not None},
     )
     workload: dict[str, Any] = {"input_len": row.input_len, "output_len": row.output_len}
+    if row.dataset is not None:
+        workload["dataset"] = row.dataset
     if row.tokens_per_s_per_user is not None:
         workload["tokens_per_s_per_user"] = row.tokens_per_s_per_user
     if row.precision is not None:
         workload["precision"] = row.precision
     label = row.label or (
-        f"{spec.name} x{row.gpus}, {row.model} {row.input_len}/{row.output_len}"
+        f"{spec.name} x{row.gpus}, {row.model} {row.input_len or '?'}/{row.output_len}"
         + (f" at {row.tokens_per_s_per_user:g} tok/s/user" if row.tokens_per_s_per_user else "")
     )
     return RunInfo(
@@ -397,7 +426,9 @@ def read_points(path: Path, catalog: Catalog | None = None) -> list[RunInfo]:
 
 # ---- the shipped public points ----------------------------------------------------------------------
 class PublicSet(BaseModel):
-    """A set of public points from one page: where, when it was read, how the figures were read."""
+    """A set of public points from one page or results table: where, when it was published (or read), how
+    the figures were read, what was looked for and is not there (``about``), and the columns every point
+    shares (``defaults``; a point's own value wins)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
@@ -406,6 +437,8 @@ class PublicSet(BaseModel):
     url: str = Field(pattern=r"^https://\S+$")
     date: dt.date
     how_read: str = Field(min_length=1, max_length=LONG_TEXT)
+    about: str | None = Field(default=None, min_length=1, max_length=LONG_TEXT)
+    defaults: dict[str, Any] = Field(default_factory=dict)
     points: list[dict[str, Any]] = Field(min_length=1)
 
 
@@ -443,6 +476,7 @@ def public_points(name: str, catalog: Catalog | None = None) -> list[RunInfo]:
             f"no public set {name!r} (and no such file)",
             hint=f"`gpuledger public` lists them{_close(name, sorted(sets))}",
         )
-    shared = {"source": found.source, "url": found.url, "date": found.date, "how_read": found.how_read}
+    shared = {"source": found.source, "url": found.url, "date": found.date, "how_read": found.how_read,
+              **found.defaults}
     points = [RawPoint({**shared, **p}, i) for i, p in enumerate(found.points, start=1)]
     return runs_of(points, f"built-in {PUBLIC_NAME}: {name}", found.source, catalog)

@@ -9,12 +9,21 @@ that provenance, so cost, compare, estimate, report and show word every figure "
 
 A published point has rates, not counts: its window is a nominal 1 s (``window_s``), so a unit's count
 equals its rate; every price and joule per unit is a ratio of rates and does not depend on it.
+
+A publisher that does not give the workload's mean input length (MLPerf Inference prints output tokens per
+second and per sample, not the dataset's prompt lengths) leaves ``input_len`` out with ``input_len_reason``:
+the point then has an output rate only — its input and total rates are not known, never a guess.
+
+What makes two points comparable is kept too, when published: the ``scenario`` (MLPerf's offline, server,
+interactive), the ``division`` (closed, open), the ``accuracy_target``, who submitted it (``submitter``, its
+``submitter_role``: the GPU's vendor or a third party), the ``system``, the ``framework`` and its
+``framework_version``, and the ``dataset`` (two points of one dataset ask the same requests).
 """
 
 from __future__ import annotations
 
 import re
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -30,6 +39,9 @@ RATE_KEYS = ("output_tokens_per_s", "input_tokens_per_s", "total_tokens_per_s")
 _DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
 TEXT = 500
 LONG_TEXT = 2_000
+Scenario = Literal["offline", "server", "interactive"]
+Division = Literal["closed", "open"]
+SubmitterRole = Literal["vendor", "third party"]
 
 
 class PublishedSummary(RunSummary):
@@ -55,11 +67,12 @@ class PublishedSummary(RunSummary):
     gpu: str = Field(min_length=1, max_length=TEXT)
     gpu_name: str = Field(min_length=1, max_length=TEXT)
     gpus: int = Field(ge=1, le=100_000)
-    input_len: int = Field(ge=1)
+    input_len: int | None = Field(default=None, ge=1)
+    input_len_reason: str | None = Field(default=None, min_length=1, max_length=LONG_TEXT)
     output_len: int = Field(ge=1)
     output_tokens_per_s: float = Field(gt=0)
-    input_tokens_per_s: float = Field(ge=0)
-    total_tokens_per_s: float = Field(gt=0)
+    input_tokens_per_s: float | None = Field(default=None, ge=0)
+    total_tokens_per_s: float | None = Field(default=None, gt=0)
     published_rates: list[str] = Field(min_length=1)
     derivation: str = Field(default="", max_length=LONG_TEXT)
     tokens_per_s_per_user: float | None = Field(default=None, gt=0)
@@ -68,6 +81,14 @@ class PublishedSummary(RunSummary):
     tpot_ms: float | None = Field(default=None, gt=0)
     precision: str | None = Field(default=None, max_length=TEXT)
     framework: str | None = Field(default=None, max_length=TEXT)
+    framework_version: str | None = Field(default=None, max_length=TEXT)
+    scenario: Scenario | None = None
+    division: Division | None = None
+    accuracy_target: str | None = Field(default=None, max_length=TEXT)
+    submitter: str | None = Field(default=None, max_length=TEXT)
+    submitter_role: SubmitterRole | None = None
+    system: str | None = Field(default=None, max_length=TEXT)
+    dataset: str | None = Field(default=None, max_length=TEXT)
     power_kw_per_gpu: float | None = Field(default=None, gt=0)
     power_note: str | None = Field(default=None, max_length=LONG_TEXT)
     publisher_profile: str | None = Field(default=None, max_length=TEXT)
@@ -86,16 +107,25 @@ class PublishedSummary(RunSummary):
         unknown = [k for k in self.published_rates if k not in RATE_KEYS]
         if unknown:
             raise ValueError(f"published_rates: {unknown[0]!r} is not one of {', '.join(RATE_KEYS)}")
+        if self.input_len is None:
+            if not self.input_len_reason:
+                raise ValueError("input_len_reason: required without input_len (why it is not known)")
+            if self.input_tokens_per_s is not None or self.total_tokens_per_s is not None or (
+                    self.published_rates != ["output_tokens_per_s"]):
+                raise ValueError("without input_len only the output rate is known (no input or total rate)")
+        elif self.input_tokens_per_s is None or self.total_tokens_per_s is None:
+            raise ValueError("input_tokens_per_s and total_tokens_per_s: required with input_len")
         return self
 
     # -- what the point did ---------------------------------------------------------------------------
     def work(self) -> dict[str, Work]:
         w = self.window_s
-        return {
-            "output_token": Work(count=self.output_tokens_per_s * w, per_s=self.output_tokens_per_s),
-            "input_token": Work(count=self.input_tokens_per_s * w, per_s=self.input_tokens_per_s),
-            "token": Work(count=self.total_tokens_per_s * w, per_s=self.total_tokens_per_s),
-        }
+        out = {"output_token": Work(count=self.output_tokens_per_s * w, per_s=self.output_tokens_per_s)}
+        if self.input_tokens_per_s is not None:
+            out["input_token"] = Work(count=self.input_tokens_per_s * w, per_s=self.input_tokens_per_s)
+        if self.total_tokens_per_s is not None:
+            out["token"] = Work(count=self.total_tokens_per_s * w, per_s=self.total_tokens_per_s)
+        return out
 
     def origin(self) -> Origin:
         return Origin(
@@ -121,7 +151,12 @@ class PublishedSummary(RunSummary):
         out: list[tuple[str, Quantity]] = []
         for unit, key in self.rate_keys():
             info = self.unit(unit)
-            out.append((info.plural, Quantity(self.rate(unit), info.rate_text, self.rate_provenance(key),
+            rate = self.rate(unit)
+            if rate is None:
+                out.append((info.plural, Quantity.missing(info.rate_text, self.origin().label,
+                                                          f"not known: {self.input_len_reason}")))
+                continue
+            out.append((info.plural, Quantity(rate, info.rate_text, self.rate_provenance(key),
                                               f"{self.gpus} x {self.gpu_name} together")))
         label = self.origin().label
         for name, value, unit in (
@@ -134,11 +169,4 @@ class PublishedSummary(RunSummary):
         return out
 
     def with_window(self, scale: float) -> PublishedSummary:
-        return self.model_copy(
-            update={
-                "window_s": self.window_s / scale,
-                "output_tokens_per_s": self.output_tokens_per_s * scale,
-                "input_tokens_per_s": self.input_tokens_per_s * scale,
-                "total_tokens_per_s": self.total_tokens_per_s * scale,
-            }
-        )
+        return self.rates_scaled(scale, ("output_tokens_per_s", "input_tokens_per_s", "total_tokens_per_s"))
