@@ -9,16 +9,8 @@ through ``records.kinds``.
 from gpuledger.records.itemstats import Latency
 from gpuledger.records.kinds import WorkloadKind, kind_named, kind_of_spec, kind_of_summary, kinds
 from gpuledger.records.origin import Origin
-from gpuledger.records.run import (
-    RUN_STATUSES,
-    TOKEN_SOURCES,
-    DoctorRunRecord,
-    RequestRecord,
-    RunInfo,
-    RunStatus,
-    TelemetrySample,
-    TokenSource,
-)
+from gpuledger.records.request import TOKEN_SOURCES, RequestRecord, TokenSource
+from gpuledger.records.run import RUN_STATUSES, DoctorRunRecord, RunInfo, RunStatus, TelemetrySample
 from gpuledger.records.spec import BenchSpec, SpecError, dump_spec, load_spec
 from gpuledger.records.summary import (
     RunSummary,

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, Field, ValidationError
 
 from gpuledger.quantity import Quantity
-from gpuledger.records.run import RequestRecord
+from gpuledger.records.request import RequestRecord
 from gpuledger.records.summary import ErrorExample, Strict, measured
 
 MAX_EXAMPLES = 10

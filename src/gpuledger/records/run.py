@@ -1,4 +1,5 @@
-"""The records every part of gpuledger exchanges: a run, its requests, its telemetry samples.
+"""The records every part of gpuledger exchanges: a run, its telemetry samples, a doctor run (a request:
+``records.request``).
 
 These are the contract between engines/bench (which produce them), the store (which keeps them),
 and metrics/cost/report (pure functions over them). Times inside a run are seconds on the run's own
@@ -20,37 +21,6 @@ from gpuledger.records.summary import RunSummary
 # ``cancelled``: stopped (Ctrl-C, SIGTERM) before any request finished — nothing was measured.
 RunStatus = Literal["running", "complete", "incomplete", "failed", "cancelled"]
 RUN_STATUSES: tuple[RunStatus, ...] = ("running", "complete", "incomplete", "failed", "cancelled")
-
-# Where a request's token counts came from, most trustworthy first.
-TokenSource = Literal["server_usage", "server_tokenizer", "engine", "client_count"]
-TOKEN_SOURCES: tuple[TokenSource, ...] = ("server_usage", "server_tokenizer", "engine", "client_count")
-
-
-@dataclass(slots=True)
-class RequestRecord:
-    """One request as measured by the client. ``chunk_times[i]`` is when content chunk ``i``
-    arrived; ``chunk_tokens[i]`` how many tokens it carried (``None`` = one token per chunk).
-    ``t_first`` is ``chunk_times[0]`` when there is content."""
-
-    index: int
-    t_send: float
-    t_first: float | None = None
-    t_end: float | None = None
-    chunk_times: list[float] = field(default_factory=list)
-    chunk_tokens: list[int] | None = None
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    token_source: TokenSource = "client_count"
-    requested_output_tokens: int | None = None
-    error: str | None = None
-    stage: str = ""
-    server_timings: dict[str, Any] | None = None
-    output_chars: int = 0
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
 
 # The phrases of the client's and the server's warnings that say a run's measured figures are noisy: the
 # client's own CPU near a core, a CPU busy with other work. Their producers (``bench.writer``,

@@ -52,7 +52,7 @@ from gpuledger.records.specbase import SpecError, SpecModel, finite_positive
 from gpuledger.records.workloads import workload_problem
 
 if TYPE_CHECKING:
-    from gpuledger.records.run import RequestRecord
+    from gpuledger.records.request import RequestRecord
     from gpuledger.records.summary import RunSummary
 
 SCHEMA_KEY = "$schema"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpuledger.catalog import load_catalog
 from gpuledger.cost import Comparison, RunCost, compare, cost_of_run, default_profile_for, load_profile
@@ -21,9 +21,7 @@ from gpuledger.errors import GpuledgerError
 from gpuledger.records import DoctorRunRecord, UnitInfo
 from gpuledger.report import fmt
 from gpuledger.report.model import Figure, Section, Series, Table
-
-if TYPE_CHECKING:
-    from gpuledger.report.build import RunData
+from gpuledger.report.sections.base import RunData
 
 COMPONENTS: tuple[tuple[str, str], ...] = (
     ("capex", "hardware amortisation"),

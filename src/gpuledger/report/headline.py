@@ -11,7 +11,6 @@ of the run's sensitivity). For a comparison: the ratio first, with its decomposi
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from gpuledger.bench.validity import run_verdict
 from gpuledger.cost import Comparison, RunCost
@@ -29,10 +28,8 @@ from gpuledger.report import fmt
 from gpuledger.report.costs import Costs
 from gpuledger.report.groups import group_answer, group_comparison_answer, groups_in
 from gpuledger.report.model import Answer, Section, Table
+from gpuledger.report.sections.base import RunData
 from gpuledger.report.verdict import verdict_fact, verdict_table, verdict_why
-
-if TYPE_CHECKING:
-    from gpuledger.report.build import RunData
 
 MAX_WHY = 5
 _COMPONENT_WORDS = {

@@ -16,12 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuledger.cost.comparison.basis import resolve_basis
 from gpuledger.cost.comparison.breakeven import BreakEven, SensitivityRow, break_even, ratio_of, sensitivity
 from gpuledger.cost.comparison.differences import comparison_warnings
 from gpuledger.cost.pricing.model import money_prefix
 from gpuledger.cost.pricing.runcost import RunCost
 from gpuledger.errors import InvalidInputError, UsageError
-from gpuledger.records import alias_of, resolve_alias
+from gpuledger.records import resolve_alias
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,23 +133,6 @@ def decompose(a: RunCost, b: RunCost, unit: str) -> dict[str, Any]:
     }
 
 
-def resolve_basis(costs: Sequence[RunCost], basis: str | None) -> tuple[str, str]:
-    """(basis as named, unit compared): ``None`` -> the first run's headline; the unit must have been
-    measured by every run (UsageError naming the units they share otherwise)."""
-    name = basis or alias_of(costs[0].headline)
-    unit, _ = resolve_alias(name)
-    missing = [c.run.id for c in costs if not c.inputs.rate(unit)]
-    if missing:
-        shared = set(costs[0].inputs.rates)
-        for c in costs[1:]:
-            shared &= set(c.inputs.rates)
-        raise UsageError(
-            f"--basis {name}: run(s) {', '.join(missing)} did no work in {unit!r}; the runs share: "
-            + (", ".join(sorted(shared)) or "no unit")
-        )
-    return name, unit
-
-
 def compare_pair(a: RunCost, b: RunCost, basis: str | None = None) -> PairComparison:
     name, unit = resolve_basis([a, b], basis)
     ratio = ratio_of(a.evaluation, b.evaluation, unit)
@@ -191,5 +175,4 @@ __all__ = [
     "compare_pair",
     "decompose",
     "ratio_of",
-    "resolve_basis",
 ]

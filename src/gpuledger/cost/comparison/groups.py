@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Protocol
 
+from gpuledger.cost.comparison.basis import resolve_basis
 from gpuledger.cost.pricing.runcost import RunCost
 from gpuledger.errors import NotFoundError, UsageError
 from gpuledger.quantity import percent
@@ -610,9 +611,6 @@ class GroupComparison:
 def compare_groups(a: GroupSummary, b: GroupSummary, basis: str | None = None) -> GroupComparison:
     """A ÷ B of units per currency unit (``basis``: the unit compared, default the headline unit of A's
     first run; every run must have measured it) and of their rate; every run priced in one currency."""
-    # cost.compare imports this module (through cost.differences): its function is imported here.
-    from gpuledger.cost.comparison.compare import resolve_basis
-
     if not a.costs or not b.costs:
         raise UsageError("a group comparison needs priced runs on both sides")
     _, unit = resolve_basis([*a.costs, *b.costs], basis)

@@ -13,7 +13,7 @@ from gpuledger.records.load import ConcurrencyStage, Stage
 from gpuledger.records.spec import BenchSpec, SpecModel
 
 if TYPE_CHECKING:
-    from gpuledger.records.run import RequestRecord
+    from gpuledger.records.request import RequestRecord
     from gpuledger.records.summary import RunSummary
 
 

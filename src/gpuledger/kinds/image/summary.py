@@ -36,7 +36,7 @@ from gpuledger.records.itemstats import (
     timing_in,
     window_of,
 )
-from gpuledger.records.run import RequestRecord
+from gpuledger.records.request import RequestRecord
 from gpuledger.records.summary import EMPTY_WINDOW, WINDOW, RunSummary, Strict, measured
 from gpuledger.records.units import Work, register_unit
 

@@ -27,7 +27,7 @@ from gpuledger.records.spec import SpecModel, TokenIdDataset
 from gpuledger.records.torchspec import TorchModelSpec, gib
 
 if TYPE_CHECKING:
-    from gpuledger.records.run import RequestRecord
+    from gpuledger.records.request import RequestRecord
     from gpuledger.records.summary import RunSummary
 
 TRAIN_DTYPES: tuple[str, ...] = ("auto", "bf16", "fp16", "fp32")
