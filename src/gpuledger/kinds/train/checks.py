@@ -1,7 +1,8 @@
-"""The validity checks of a training run: its items are optimizer steps, not requests, so the rules that judge
-requests (their latency percentiles, send schedule, token counts, a server's queue and prefix cache) give way
-to what makes a training measurement trustworthy. ``bench.validity`` applies this set to every run whose
-summary is ``training`` (``KIND_RULES``); docs/train.md ("Validity") lists each rule with its thresholds.
+"""The train kind's ``checks`` facet: the validity rules of a training run. Its items are optimizer steps, not
+requests, so the rules that judge requests (their latency percentiles, send schedule, token counts, a server's
+queue and prefix cache) give way to what makes a training measurement trustworthy: the step time and the
+loss. ``bench.validity`` applies ``RULES`` to every run of this kind (found through the registry);
+docs/train.md ("Validity") lists each rule with its thresholds.
 
 ==============  =================================================================  =======================
 check           figure                                                             warn / fail
@@ -17,23 +18,27 @@ errors          failed steps                                                    
 finished        the run ran its planned steps (not interrupted, not aborted)       interrupted / failed
 ==============  =================================================================  =======================
 
-``client_bound``, ``energy`` and ``cpu_contention`` are the generic rules; for a run that trains on the CPU,
-``cpu_contention`` judges the share of the CPUs other processes kept busy (the training's own work keeps them
-busy: ``bench.validity``). ``send_schedule``, ``prefix_cache``, ``token_source`` and ``server_queue`` are not
-checked, each with its reason.
+``client_bound``, ``energy`` and ``cpu_contention`` are the rules every kind shares (``bench.validity``);
+for a run that trains on the CPU, ``cpu_contention`` judges the share of the CPUs other processes kept busy
+(the training's own work keeps them busy). ``send_schedule``, ``prefix_cache``, ``token_source`` and
+``server_queue`` are not checked, each with its reason.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
-
-from gpuledger.bench.validity_checks import (
+from gpuledger.bench.validity import (
     Records,
     Rule,
+    client_bound,
+    cpu_contention,
+    drift,
+    energy,
     error_check,
     finished_check,
     make_check,
+    median,
+    not_checked,
+    variation,
     warmup_count,
 )
 from gpuledger.kinds.train.summary import TrainingSummary, step_of
@@ -41,7 +46,6 @@ from gpuledger.quantity import percent
 from gpuledger.records import RunInfo, RunSummary
 from gpuledger.records.validity import Check, CheckStatus, NotChecked
 
-TRAINING_KIND = "training"
 MIN_STEPS = 10
 WINDOW_FILL_WARN = 0.95
 COLD_START_RATIO = 1.5
@@ -134,9 +138,8 @@ def _warmup(info: RunInfo, summary: RunSummary, records: Records) -> Check | Not
             warn=0.5,
             lower=True,
         )
-    rest = sorted(times[1:])
-    median = rest[len(rest) // 2] if len(rest) % 2 else (rest[len(rest) // 2 - 1] + rest[len(rest) // 2]) / 2
-    ratio = times[0] / median if median > 0 else 1.0
+    rest = median(times[1:])
+    ratio = times[0] / rest if rest > 0 else 1.0
     cold = ratio >= COLD_START_RATIO
     why = (
         f"no warm-up: the first step took {ratio:.2g}x the rest's median (a cold start is in the window)"
@@ -161,22 +164,20 @@ def _steady_state(info: RunInfo, summary: RunSummary, records: Records) -> Check
     times = _over_time(records)
     if isinstance(times, str):
         return NotChecked(name=name, why=times)
-    half = len(times) // 2
-    first, last = math.fsum(times[:half]) / half, math.fsum(times[-half:]) / half
-    drift = (last - first) / (math.fsum(times) / len(times))
+    change = drift(times)
     rule = (
         "mean step time of the last half of the steps against the first half: warn at ≥ "
         f"{percent(DRIFT_WARN)}, fail at ≥ {percent(DRIFT_FAIL)} change"
     )
-    what = "rose" if drift > 0 else "fell"
+    what = "rose" if change > 0 else "fell"
     why = (
-        f"the step time {what} {percent(abs(drift), DRIFT_WARN, DRIFT_FAIL)} from the first to the last "
+        f"the step time {what} {percent(abs(change), DRIFT_WARN, DRIFT_FAIL)} from the first to the last "
         "half: the rate is not steady (throttling, memory filling, other load)"
-        if abs(drift) >= DRIFT_WARN
+        if abs(change) >= DRIFT_WARN
         else "step time steady across the window "
-        f"({percent(drift, DRIFT_WARN, -DRIFT_WARN, signed=True)} last half vs first)"
+        f"({percent(change, DRIFT_WARN, -DRIFT_WARN, signed=True)} last half vs first)"
     )
-    return make_check(name, abs(drift), "relative change", rule, why, warn=DRIFT_WARN, fail=DRIFT_FAIL)
+    return make_check(name, abs(change), "relative change", rule, why, warn=DRIFT_WARN, fail=DRIFT_FAIL)
 
 
 def _noise(info: RunInfo, summary: RunSummary, records: Records) -> Check | NotChecked:
@@ -184,9 +185,7 @@ def _noise(info: RunInfo, summary: RunSummary, records: Records) -> Check | NotC
     times = _over_time(records)
     if isinstance(times, str):
         return NotChecked(name=name, why=times)
-    mean = math.fsum(times) / len(times)
-    # The population standard deviation (÷ n): the spread of these steps themselves.
-    cv = math.sqrt(math.fsum((t - mean) ** 2 for t in times) / len(times)) / mean if mean > 0 else 0.0
+    cv = variation(times)
     rule = (
         "coefficient of variation (population standard deviation ÷ mean) of the step times: warn at ≥ "
         f"{percent(NOISE_WARN)}"
@@ -258,37 +257,22 @@ def _finished(info: RunInfo, summary: RunSummary, records: Records) -> Check | N
     )
 
 
-def _not_checked(name: str, why: str) -> Rule:
-    def rule(info: RunInfo, summary: RunSummary, records: Records) -> NotChecked:
-        return NotChecked(name=name, why=why)
+RULES: tuple[Rule, ...] = (
+    client_bound,
+    not_checked("send_schedule", "a training run takes one step after the other: there is no send schedule"),
+    _samples,
+    _window,
+    _warmup,
+    _steady_state,
+    _noise,
+    cpu_contention,
+    not_checked("prefix_cache", "a training run sends no prompts to a server: there is no prefix cache"),
+    not_checked("token_source", "training tokens are counted by the engine: sequences × sequence length"),
+    energy,
+    not_checked("server_queue", "a training run has no server and no queue"),
+    _loss,
+    _errors,
+    _finished,
+)
 
-    return rule
-
-
-def training_rules(generic: Mapping[str, Rule]) -> Sequence[Rule]:
-    """The rules of a training run, the generic ones it keeps given by name (``client_bound``, ``energy``,
-    ``cpu_contention``)."""
-    return (
-        generic["client_bound"],
-        _not_checked(
-            "send_schedule", "a training run takes one step after the other: there is no send schedule"
-        ),
-        _samples,
-        _window,
-        _warmup,
-        _steady_state,
-        _noise,
-        generic["cpu_contention"],
-        _not_checked("prefix_cache", "a training run sends no prompts to a server: there is no prefix cache"),
-        _not_checked(
-            "token_source", "training tokens are counted by the engine: sequences × sequence length"
-        ),
-        generic["energy"],
-        _not_checked("server_queue", "a training run has no server and no queue"),
-        _loss,
-        _errors,
-        _finished,
-    )
-
-
-__all__ = ["TRAINING_KIND", "training_rules"]
+__all__ = ["RULES"]
