@@ -27,7 +27,7 @@ from typing import Any
 
 from gpuledger.boundedio import read_file
 from gpuledger.errors import InvalidInputError, UsageError
-from gpuledger.records.image import NodeOverride
+from gpuledger.kinds.image.spec import NodeOverride
 
 MAX_WORKFLOW_BYTES = 16 * 1024**2
 MAX_NODES = 10_000
