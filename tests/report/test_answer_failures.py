@@ -55,16 +55,15 @@ def test_every_rendering_of_the_answer_names_them(store: Store, failing_run: str
     assert FAILED_LINE in out.getvalue()
     assert FAILED_LINE in render_markdown(data)
     assert FAILED_LINE in render_html(data)
-    answers = data.to_dict()["sections"][0]["answers"]
-    assert any(FAILED_LINE in line for line in answers[0]["why"])
+    assert any(FAILED_LINE in line for line in data.sections[0].answers[0].why)
 
 
 def test_the_measured_answer_of_bench_and_show_names_them(
     store: Store, failing_run: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     info = store.get_run(failing_run)
-    answer = measured_answer(info, records=store.get_requests(failing_run)).to_dict()
-    assert any(FAILED_LINE in line for line in answer["why"]), answer["why"]
+    answer = measured_answer(info, records=store.get_requests(failing_run))
+    assert any(FAILED_LINE in line for line in answer.why), answer.why
     assert main(["show", failing_run]) == 0
     assert FAILED_LINE in " ".join(capsys.readouterr().out.split())
 

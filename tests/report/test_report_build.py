@@ -183,7 +183,7 @@ def test_itl_plot_subsamples_requests_past_its_budget_and_says_so(
 def test_an_unfinalised_run_is_summarised_from_its_stored_requests(store: Store) -> None:
     run = make_run(store, synth_requests(10), label="killed", finalise=False)
     data = build_report(store, [run])
-    assert "recomputed now from the stored requests" in data.numbers["runs"][0]["summary_source"]
+    assert "recomputed now from the stored requests" in data.numbers.runs[0].summary_source
     assert _row(_table(data, "overview", "overview"), "killed")["ok requests"] == "10"
     assert _row(_table(data, "how_measured", "provenance"), "killed")["summary"].startswith("recomputed")
 
@@ -243,7 +243,8 @@ def test_a_comparison_shows_the_cost_models_ratio_decomposition_and_break_even(
     catalog = load_catalog()
     costs = [cost_of_run(r, default_profile_for(r, catalog), catalog=catalog) for r in (a, b)]
     expected = compare(costs)
-    assert data.numbers["comparison"]["ratio"] == pytest.approx(expected.ratio)
+    assert data.numbers.comparison is not None
+    assert data.numbers.comparison["ratio"] == pytest.approx(expected.ratio)
     ratio_row = _table(data, "cost", "comparison").rows[0]
     assert ratio_row[:3] == ("h200-vllm", "mi300x-vllm", fmt.num(expected.ratio, 4))
     be = _table(data, "cost", "break_even")
@@ -285,7 +286,7 @@ def test_runs_priced_in_different_currencies_are_not_compared(
     profile = Path(str(tmp_path)) / "eur.yaml"
     profile.write_text("name: eur\ncurrency: EUR\nrental_per_gpu_hour: 2.5\n")
     data = build_report(store, [pair.h200, pair.mi300x], {pair.h200: str(profile)})
-    assert data.numbers["comparison"] is None
+    assert data.numbers.comparison is None
     assert any("comparison:" in m and "currenc" in m for m in data.section("cost").not_measured)
 
 
@@ -372,7 +373,7 @@ def test_the_report_is_json_serialisable(store: Store, pair: Pair) -> None:
     from gpuledger.cli.common import dumps_json
 
     data = build_report(store, [pair.h200, pair.mi300x])
-    doc = orjson.loads(dumps_json(data.to_dict()))
+    doc = orjson.loads(dumps_json(data.model_dump(mode="json")))
     assert [r["id"] for r in doc["runs"]] == [pair.h200, pair.mi300x]
     assert doc["numbers"]["runs"][0]["cost"]["usd_per_1m_output_tokens"] > 0
     assert {s["key"] for s in doc["sections"]} == set(SECTIONS)
@@ -413,9 +414,7 @@ def test_throughput_per_gpu_divides_by_the_gpus_that_worked(store: Store) -> Non
     assert total is not None
     assert row["output tok/s per GPU"] == fmt.num(total / 2)
     assert "2 GPU(s) seen working" in " ".join(data.section("throughput").notes)
-    assert data.numbers["runs"][0]["throughput_points"][0]["output_tokens_per_s_per_gpu"] == pytest.approx(
-        total / 2
-    )
+    assert data.numbers.runs[0].throughput_points[0].output_tokens_per_s_per_gpu == pytest.approx(total / 2)
 
 
 def test_a_cpu_run_counts_throughput_per_machine(store: Store) -> None:
@@ -448,7 +447,8 @@ def test_the_answer_comes_first_with_the_price_figures_and_why(store: Store, sin
     first = data.sections[0]
     assert first.key == "answer" and len(first.answers) == 1
     answer = first.answers[0]
-    cost = data.numbers["runs"][0]["cost"]
+    cost = data.numbers.runs[0].cost
+    assert cost is not None
     assert answer.headline == f"{fmt.num(cost['usd_per_1m_output_tokens'], 3)} USD per 1M output tokens"
     labels = [k for k, _ in answer.facts]
     # The run's validity verdict first (gpuledger.bench.validity), then the measured figures.
@@ -461,7 +461,8 @@ def test_the_answer_comes_first_with_the_price_figures_and_why(store: Store, sin
 
 def test_a_comparison_answer_is_the_ratio_with_its_decomposition(store: Store, pair: Pair) -> None:
     data = build_report(store, [pair.h200, pair.mi300x])
-    ratio = data.numbers["comparison"]["ratio"]
+    assert data.numbers.comparison is not None
+    ratio = data.numbers.comparison["ratio"]
     answer = data.sections[0].answers[0]
     assert answer.headline == f"{fmt.num(ratio)}x the output tokens per USD"
     assert answer.why[0].startswith("= throughput ")
@@ -482,9 +483,10 @@ def test_a_killed_sweep_is_priced_from_the_summary_recomputed_with_its_slos_and_
     }
     run = make_run(store, sweep, label="killed-sweep", config=config, finalise=False)
     data = build_report(store, [run], {"*": "cpu-cloud"})  # no telemetry was stored: name the price
-    numbers = data.numbers["runs"][0]
-    assert numbers["cost_error"] is None and numbers["cost"] is not None
-    assert [s["stage"] for s in numbers["summary"]["stages"]] == ["c=2", "c=8"]
-    assert numbers["summary"]["slo"]["ttft_ms"] == 100.0
-    assert numbers["cost"]["operating_point"]["stage"] in ("c=2", "c=8")
-    assert "SLOs (ttft_ms ≤ 100)" in numbers["cost"]["operating_point"]["rule"]
+    numbers = data.numbers.runs[0]
+    assert numbers.cost_error is None and numbers.cost is not None
+    summary = _text(numbers.summary)
+    assert [s.stage_name() for s in summary.stage_summaries()] == ["c=2", "c=8"]
+    assert summary.slo is not None and summary.slo.limits() == {"ttft_ms": 100.0}
+    assert numbers.cost["operating_point"]["stage"] in ("c=2", "c=8")
+    assert "SLOs (ttft_ms ≤ 100)" in numbers.cost["operating_point"]["rule"]

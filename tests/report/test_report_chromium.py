@@ -207,7 +207,8 @@ def test_the_first_screen_of_a_run_report_is_its_answer(browser: Any, store: Sto
 
     run = make_run(store, synth_requests(60), label="h200-vllm")
     data = build_report(store, [run])
-    cost = data.numbers["runs"][0]["cost"]
+    cost = data.numbers.runs[0].cost
+    assert cost is not None
     figure = fmt.num(cost["usd_per_1m_output_tokens"])
     path = tmp_path / "answer.html"
     path.write_text(render_html(data))

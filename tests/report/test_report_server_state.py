@@ -295,9 +295,10 @@ def test_the_state_is_not_repeated_as_environment_rows_and_is_in_the_json_number
     env = _table(data, "environment", "environment")
     assert not any(row[0].startswith("server: state") for row in env.rows)
     assert any(row[0] == "engine" for row in env.rows)
-    numbers = data.numbers["runs"][0]
-    assert numbers["server_state"] == store.get_run(run).server["state"]
-    assert "workload_like" not in numbers
+    numbers = data.numbers.runs[0]
+    assert numbers.server_state == store.get_run(run).server["state"]
+    assert numbers.workload_like is None
+    assert "workload_like" not in numbers.model_dump(mode="json")
 
 
 # -------------------------------------------------------------------------------- workload origin
@@ -321,7 +322,8 @@ def test_a_like_run_shows_whose_workload_it_ran_and_what_it_overrode(store: Stor
         f"same workload: mi300x-sweep repeats the workload of h200-vllm (run {a}) with bench --like; "
         "except: mi300x-sweep overrode --sweep, --num-requests",
     )
-    assert data.numbers["runs"][1]["workload_like"] == {"run_id": a, "overridden": ["sweep", "num_requests"]}
+    like = data.numbers.runs[1].workload_like
+    assert like is not None and (like.run_id, like.overridden) == (a, ["sweep", "num_requests"])
     console = Console(record=True, width=300)
     render_terminal(data, console)
     assert "same workload: mi300x-sweep repeats the workload of h200-vllm" in console.export_text()

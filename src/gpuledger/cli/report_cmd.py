@@ -106,7 +106,7 @@ def report(
         files["md"] = md
         err_console.print(f"wrote {md}", markup=False, highlight=False)
     if json_out:
-        print_json({**data.to_dict(), "files": files})
+        print_json({**data.model_dump(mode="json"), "files": files})
     elif md == "-":
         sys.stdout.write(render_markdown(data))
     else:

@@ -150,7 +150,7 @@ def _document(
         },
         "power": _power(run, bench.device.type, cost),
         # The same answer as `gpuledger report` and `cost` (gpuledger.report.headline): price first.
-        "answer": run_answer(run, priced).to_dict(),
+        "answer": run_answer(run, priced).model_dump(mode="json"),
         "cost": None,
         "report_html": html,
         "missing": missing,

@@ -285,7 +285,7 @@ def task_document(
         "doctor": done.doctor,
         "metrics": metrics,
         **(extra or {}),
-        "answer": run_answer(run, done.cost).to_dict(),
+        "answer": run_answer(run, done.cost).model_dump(mode="json"),
         "cost": {"currency": (cost or {}).get("currency"), **price, "document": cost}
         if cost is not None
         else None,

@@ -7,7 +7,6 @@ import io
 import math
 import re
 import sys
-from dataclasses import replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
@@ -388,12 +387,11 @@ def show(
         last = costs[-1]
         price = saved_price(info, last.get("result"))
         if price:
-            answer = replace(
-                answer,
-                facts=(
+            answer = answer.model_copy(
+                update={"facts": (
                     *answer.facts[:-1],
                     ("last priced", f"{price} (profile {last['profile_name']}, {last['created_at']})"),
-                ),
+                )},
             )
     print_answer(answer, console)
     stages = stage_table(info)

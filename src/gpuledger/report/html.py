@@ -14,10 +14,9 @@ import base64
 import hashlib
 import re
 from html import escape as _html_escape
-from typing import Any
 
 from gpuledger.report.fmt import NUMERIC
-from gpuledger.report.model import Answer, Figure, ReportData, Section, Table
+from gpuledger.report.model import Answer, Figure, ReportData, Section, Series, Table
 from gpuledger.textsafe import display
 
 
@@ -156,37 +155,38 @@ def _pe(text: str) -> str:
     return escape(text, quote=False)
 
 
-def plotly_figure(f: Figure) -> dict[str, Any]:
-    """The plotly.js ``{data, layout}`` of a figure. Texts are HTML-escaped: plotly renders a few
-    HTML tags inside labels, escaping makes it show them as the literal characters instead."""
-    data: list[dict[str, Any]] = []
-    for s in f.series:
-        trace: dict[str, Any]
-        if f.kind == "bar":
-            trace = {"type": "bar", "name": _pe(s.name), "x": [_pe(str(x)) for x in s.x], "y": list(s.y)}
-        else:
-            trace = {
-                "type": "scatter",
-                "mode": "markers" if f.kind == "scatter" and s.mode == "markers" else s.mode,
-                "name": _pe(s.name),
-                "x": list(s.x),
-                "y": list(s.y),
-                "line": {"shape": s.shape, "dash": s.dash},
-            }
-            if s.mode != "lines":
-                trace["marker"] = {"size": 8}
-            if s.color is not None:
-                colour = PALETTE[s.color % len(PALETTE)]
-                trace["line"]["color"] = colour
-                trace.setdefault("marker", {})["color"] = colour
-        if s.group:
-            trace["legendgroup"] = s.group
-        data.append(trace)
-    layout: dict[str, Any] = {
+# A plotly.js object (a trace, a layout): plotly's own JSON, validated by ``go.Figure`` in ``render_html``.
+PlotlyJson = dict[str, object]
+
+
+def _trace(f: Figure, s: Series) -> PlotlyJson:
+    """One trace of ``f``: a bar of categories, or a scatter (lines, markers or both) in its colour."""
+    group: PlotlyJson = {"legendgroup": s.group} if s.group else {}
+    if f.kind == "bar":
+        return {"type": "bar", "name": _pe(s.name), "x": [_pe(str(x)) for x in s.x], "y": list(s.y)} | group
+    colour = PALETTE[s.color % len(PALETTE)] if s.color is not None else None
+    line: PlotlyJson = {"shape": s.shape, "dash": s.dash} | ({"color": colour} if colour else {})
+    marker: PlotlyJson = ({"size": 8} if s.mode != "lines" else {}) | ({"color": colour} if colour else {})
+    trace: PlotlyJson = {
+        "type": "scatter",
+        "mode": "markers" if f.kind == "scatter" and s.mode == "markers" else s.mode,
+        "name": _pe(s.name),
+        "x": list(s.x),
+        "y": list(s.y),
+        "line": line,
+    }
+    return trace | ({"marker": marker} if marker else {}) | group
+
+
+def plotly_figure(f: Figure) -> tuple[list[PlotlyJson], PlotlyJson]:
+    """The plotly.js ``data`` (its traces) and ``layout`` of a figure. Texts are HTML-escaped: plotly renders
+    a few HTML tags inside labels, escaping makes it show them as the literal characters instead."""
+    bar = f.kind == "bar"
+    layout: PlotlyJson = {
         "title": {"text": _pe(f.title), "x": 0.01, "xanchor": "left"},
         "xaxis": {
             "title": {"text": _pe(f.x_title)},
-            "type": "log" if f.x_log else "linear",
+            "type": "category" if bar else "log" if f.x_log else "linear",
             "automargin": True,
         },
         "yaxis": {
@@ -199,11 +199,8 @@ def plotly_figure(f: Figure) -> dict[str, Any]:
         "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
         "legend": {"orientation": "h", "y": -0.2},
         "hovermode": "closest",
-    }
-    if f.kind == "bar":
-        layout["barmode"] = "stack"
-        layout["xaxis"]["type"] = "category"
-    return {"id": f"fig-{f.key}", "data": data, "layout": layout}
+    } | ({"barmode": "stack"} if bar else {})
+    return [_trace(f, s) for s in f.series], layout
 
 
 def _answer(a: Answer) -> str:
@@ -275,8 +272,8 @@ def render_html(data: ReportData) -> str:
     figures = [f for s in data.sections for f in s.figures]
     # go.Figure validates every property name and value: a typo fails here, not silently in a browser.
     fig_json = [
-        {**spec, **go.Figure(data=spec["data"], layout=spec["layout"]).to_plotly_json()}
-        for spec in (plotly_figure(f) for f in figures)
+        {"id": f"fig-{f.key}", **go.Figure(data=traces, layout=layout).to_plotly_json()}
+        for f, (traces, layout) in ((f, plotly_figure(f)) for f in figures)
     ]
     figures_json: str = to_json_plotly(fig_json)
     plotly_js = _plotly_js()

@@ -1,24 +1,50 @@
 """What a report is made of, independent of how it is drawn.
 
-``build_report`` turns store data into a :class:`ReportData`: sections holding tables of already
-formatted cells, figures holding plain data series, and "not measured" lines saying why a part is
-missing. The renderers (terminal, Markdown, HTML) only lay these out, so the Markdown twin shows
-exactly the numbers the HTML shows.
+``build_report`` turns store data into a :class:`RunReport`: sections holding tables of already formatted
+cells, figures holding plain data series, "not measured" lines saying why a part is missing, and the
+report's figures as typed :class:`ReportNumbers`. The renderers (terminal, Markdown, HTML) take a
+:class:`ReportData` — any page made of these sections: a run report, a trend, an advice, a matrix — and
+only lay it out, so the Markdown twin shows exactly the numbers the HTML shows.
+
+Every model is frozen and refuses unknown fields; its dump (``model_dump(mode="json")``) is its part of
+the ``--json`` document. What only a renderer needs (a series' points, a figure's axis type, a thumbnail's
+pixels, whether a section is folded) is left out of the dump: ``sections`` in ``report --json`` describe
+the presentation, ``numbers`` carry the figures.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, computed_field, field_serializer
+
+from gpuledger.records import RunSummary, dump_summary
+from gpuledger.records.spec import LikeOrigin
 
 FigureKind = Literal["line", "scatter", "bar"]
 SeriesMode = Literal["lines", "markers", "lines+markers"]
 SeriesDash = Literal["solid", "dot", "dash"]
+# A document the store keeps as JSON and no model describes (a device's telemetry summary, the server's
+# state over the window): its values as stored.
+JsonObject = dict[str, JsonValue]
 
 
-@dataclass(frozen=True, slots=True)
-class Table:
+def _empty(value: tuple[object, ...]) -> bool:
+    return not value
+
+
+def _none(value: object) -> bool:
+    return value is None
+
+
+class ReportModel(BaseModel):
+    """Base of the report's models: frozen, unknown fields refused."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Table(ReportModel):
     """A table of formatted cells. ``provenance`` says unit, source and method of its numbers."""
 
     key: str
@@ -26,37 +52,31 @@ class Table:
     columns: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
     provenance: str = ""
-    align_numbers: bool = True  # right-align numeric cells (off for tables of version strings)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "title": self.title,
-            "columns": list(self.columns),
-            "rows": [list(r) for r in self.rows],
-            "provenance": self.provenance,
-        }
+    # Right-align numeric cells (off for tables of version strings): presentation only.
+    align_numbers: bool = Field(default=True, exclude=True)
 
 
-@dataclass(frozen=True, slots=True)
-class Series:
-    """One trace. ``x`` is numeric, or category names for bar figures. ``shape`` "hv" draws steps."""
+class Series(ReportModel):
+    """One trace. ``x`` is numeric, or category names for bar figures. ``shape`` "hv" draws steps.
+    The dump names the trace and counts its points; the points themselves are drawn, not dumped."""
 
     name: str
-    x: tuple[float | str, ...]
-    y: tuple[float, ...]
-    mode: SeriesMode = "lines"
-    shape: Literal["linear", "hv"] = "linear"
-    dash: SeriesDash = "solid"
+    x: tuple[float | str, ...] = Field(exclude=True)
+    y: tuple[float, ...] = Field(exclude=True)
+    mode: SeriesMode = Field(default="lines", exclude=True)
+    shape: Literal["linear", "hv"] = Field(default="linear", exclude=True)
+    dash: SeriesDash = Field(default="solid", exclude=True)
     group: str = ""
-    color: int | None = None  # index into the report's palette: the same run keeps its colour everywhere
+    # An index into the report's palette: the same run keeps its colour everywhere.
+    color: int | None = Field(default=None, exclude=True)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "points": len(self.y), "group": self.group}
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def points(self) -> int:
+        return len(self.y)
 
 
-@dataclass(frozen=True, slots=True)
-class Figure:
+class Figure(ReportModel):
     """A plot as data. Axis titles carry the unit; ``provenance`` says source and method."""
 
     key: str
@@ -66,23 +86,11 @@ class Figure:
     y_title: str
     series: tuple[Series, ...]
     provenance: str
-    x_log: bool = False
-    y_range_zero: bool = True
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "title": self.title,
-            "kind": self.kind,
-            "x_title": self.x_title,
-            "y_title": self.y_title,
-            "series": [s.to_dict() for s in self.series],
-            "provenance": self.provenance,
-        }
+    x_log: bool = Field(default=False, exclude=True)
+    y_range_zero: bool = Field(default=True, exclude=True)
 
 
-@dataclass(frozen=True, slots=True)
-class Answer:
+class Answer(ReportModel):
     """The first thing a reader sees for one run (or one comparison): the ``headline`` figure, a
     ``subline`` beside it, a few ``facts`` (label, formatted value with its unit and origin) and at most
     five ``why`` lines saying what the figure is made of and how far to trust it."""
@@ -93,64 +101,45 @@ class Answer:
     facts: tuple[tuple[str, str], ...] = ()
     why: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "title": self.title,
-            "headline": self.headline,
-            "subline": self.subline,
-            "facts": [{"label": k, "value": v} for k, v in self.facts],
-            "why": list(self.why),
-        }
+    @field_serializer("facts")
+    def _facts(self, facts: tuple[tuple[str, str], ...]) -> list[dict[str, str]]:
+        return [{"label": k, "value": v} for k, v in facts]
 
 
-@dataclass(frozen=True, slots=True)
-class Thumb:
+class Thumb(ReportModel):
     """A small picture a run made (a PNG, base64), drawn in the HTML report's contact sheet."""
 
     caption: str
-    png_base64: str
+    png_base64: str = Field(exclude=True)
     width: int
     height: int
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"caption": self.caption, "width": self.width, "height": self.height}
 
-
-@dataclass(frozen=True, slots=True)
-class Section:
+class Section(ReportModel):
     """One part of the report. ``not_measured`` lines read "what: why". ``answers`` (the first section
     only) are drawn before anything else; a ``collapsed`` section is drawn folded (HTML) or shortened."""
 
     key: str
     title: str
+    answers: tuple[Answer, ...] = ()
     intro: str = ""
     tables: tuple[Table, ...] = ()
     figures: tuple[Figure, ...] = ()
     not_measured: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     definitions: tuple[tuple[str, str], ...] = ()
-    terminal_notes: bool = False  # the terminal prints the notes too (they explain the numbers)
-    answers: tuple[Answer, ...] = ()
-    collapsed: bool = False
-    images: tuple[Thumb, ...] = ()  # a contact sheet (HTML only; the other formats say how many)
+    # A contact sheet (HTML only; the other formats say how many); dumped only when there is one.
+    images: tuple[Thumb, ...] = Field(default=(), exclude_if=_empty)
+    # The terminal prints the notes too (they explain the numbers).
+    terminal_notes: bool = Field(default=False, exclude=True)
+    collapsed: bool = Field(default=False, exclude=True)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "title": self.title,
-            "answers": [a.to_dict() for a in self.answers],
-            "intro": self.intro,
-            "tables": [t.to_dict() for t in self.tables],
-            "figures": [f.to_dict() for f in self.figures],
-            "not_measured": list(self.not_measured),
-            "notes": list(self.notes),
-            "definitions": [{"term": t, "definition": d} for t, d in self.definitions],
-            **({"images": [i.to_dict() for i in self.images]} if self.images else {}),
-        }
+    @field_serializer("definitions")
+    def _definitions(self, definitions: tuple[tuple[str, str], ...]) -> list[dict[str, str]]:
+        return [{"term": t, "definition": d} for t, d in definitions]
 
 
-@dataclass(frozen=True, slots=True)
-class RunRef:
+class RunRef(ReportModel):
     """Who is who in the report: ``name`` is the label shown in tables and legends."""
 
     id: str
@@ -161,28 +150,24 @@ class RunRef:
     status: str
     started_at: datetime | None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "name": self.name,
-            "label": self.label,
-            "model": self.model,
-            "engine": self.engine,
-            "status": self.status,
-            "started_at": self.started_at.isoformat() if self.started_at else None,
-        }
+    @field_serializer("started_at")
+    def _started(self, started_at: datetime | None) -> str | None:
+        return started_at.isoformat() if started_at is not None else None
 
 
-@dataclass(frozen=True, slots=True)
-class ReportData:
-    """Everything a renderer needs. ``numbers`` is the machine-readable part (``--json``): per run
-    summary, telemetry summary and cost, and the comparison, with units in the key names."""
+class ReportData(ReportModel):
+    """A page the renderers lay out: a title, the runs it is about (``name`` is how tables and legends
+    call each) and its sections in order. A run report (:class:`RunReport`) adds its figures; a trend,
+    an advice or a matrix is a page of its own document."""
 
     title: str
     generated_at: datetime
     runs: tuple[RunRef, ...]
     sections: tuple[Section, ...]
-    numbers: dict[str, Any] = field(default_factory=dict)
+
+    @field_serializer("generated_at")
+    def _generated(self, generated_at: datetime) -> str:
+        return generated_at.isoformat()
 
     def section(self, key: str) -> Section:
         for s in self.sections:
@@ -190,11 +175,65 @@ class ReportData:
                 return s
         raise KeyError(key)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "title": self.title,
-            "generated_at": self.generated_at.isoformat(),
-            "runs": [r.to_dict() for r in self.runs],
-            "sections": [s.to_dict() for s in self.sections],
-            "numbers": self.numbers,
-        }
+
+class ThroughputPoint(ReportModel):
+    """One load level of a run (a sweep stage, or the whole run): what the throughput section plots.
+    ``None`` where the run's summary has no such figure."""
+
+    stage: str
+    concurrency: float | None
+    requests_per_s: float | None
+    output_tokens_per_s: float | None
+    output_tokens_per_s_per_gpu: float | None
+    tokens_per_s_per_user: float | None
+    ttft_p50_ms: float | None
+    tpot_p50_ms: float | None
+    num_ok: int | None
+
+
+class RunNumbers(ReportModel):
+    """The figures of one run of a report: its typed summary (dumped as ``dump_summary`` dumps it: the
+    fields that were set, and the kind), where that summary came from, the telemetry summary as stored,
+    how many accelerators served it, its throughput points, its price (the cost document ``gpuledger
+    cost --json`` prints, as ``RunCost.to_dict`` writes it) or why it has none; the server's state over
+    the window and where the workload came from only for runs that record them."""
+
+    id: str
+    name: str
+    summary_source: str
+    summary: RunSummary | None
+    telemetry_summary: tuple[JsonObject, ...]
+    accelerators: int
+    throughput_points: tuple[ThroughputPoint, ...]
+    cost: dict[str, Any] | None
+    cost_error: str | None
+    server_state: JsonObject | None = Field(default=None, exclude_if=_none)
+    workload_like: LikeOrigin | None = Field(default=None, exclude_if=_none)
+
+    @field_serializer("summary")
+    def _summary(self, summary: RunSummary | None) -> dict[str, Any]:
+        return dump_summary(summary)
+
+
+class ReportNumbers(ReportModel):
+    """The machine-readable figures of a report (``numbers`` in ``report --json``): per run, and the
+    comparison of the first run with the others (``gpuledger compare --json``'s document) or why there is
+    none (``None`` for a report of one run)."""
+
+    gpuledger_version: str
+    runs: tuple[RunNumbers, ...]
+    comparison: dict[str, Any] | None
+    comparison_error: str | None
+
+    def run(self, run_id: str) -> RunNumbers:
+        for r in self.runs:
+            if r.id == run_id:
+                return r
+        raise KeyError(run_id)
+
+
+class RunReport(ReportData):
+    """The report of one run or a comparison of several (``build_report``); its dump is ``report --json``
+    (less the ``files`` written)."""
+
+    numbers: ReportNumbers

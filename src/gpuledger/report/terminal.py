@@ -90,13 +90,11 @@ def render_terminal(data: ReportData, console: Console) -> None:
         tables = list(s.tables)
         if s.key == "environment":
             tables = [
-                Table(
-                    key=t.key,
-                    title=t.title,
-                    columns=t.columns,
-                    rows=tuple(r for r in t.rows if not r[0].startswith(_DETAIL_PREFIXES)),
-                    provenance=t.provenance + " Full fingerprint in --md / --html / --json.",
-                    align_numbers=t.align_numbers,
+                t.model_copy(
+                    update={
+                        "rows": tuple(r for r in t.rows if not r[0].startswith(_DETAIL_PREFIXES)),
+                        "provenance": t.provenance + " Full fingerprint in --md / --html / --json.",
+                    }
                 )
                 for t in tables
             ]

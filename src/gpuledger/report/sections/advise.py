@@ -198,5 +198,4 @@ def advice_report(advice: Advice) -> ReportData:
         generated_at=datetime.now(UTC),
         runs=(),
         sections=(advice_section(advice),),
-        numbers=advice.to_dict(),
     )

@@ -103,9 +103,9 @@ def images_section(runs: list[RunData], *, images: bool = True) -> Section | Non
                 )
     tables = [
         Table(
-            "images",
-            "Per image (measured window)",
-            (
+            key="images",
+            title="Per image (measured window)",
+            columns=(
                 "run",
                 "what",
                 "images",
@@ -117,24 +117,24 @@ def images_section(runs: list[RunData], *, images: bool = True) -> Section | Non
                 "it/s p50",
                 "peak device memory GiB",
             ),
-            tuple(rows),
+            rows=tuple(rows),
             provenance="the runs' summaries (kinds.image.summary.summarize_images)",
         ),
         Table(
-            "image_stages",
-            "Seconds per request, by stage (mean)",
-            ("run", "text encoding", "denoising", "VAE decode", "queue wait", "execution"),
-            tuple(stage_rows),
+            key="image_stages",
+            title="Seconds per request, by stage (mean)",
+            columns=("run", "text encoding", "denoising", "VAE decode", "queue wait", "execution"),
+            rows=tuple(stage_rows),
             provenance="per-request timings of the engine (docs/image.md)",
         ),
     ]
     if node_rows:
         tables.append(
             Table(
-                "comfy_nodes",
-                "ComfyUI node classes",
-                ("run", "class", "runs", "cached", "mean s"),
-                tuple(node_rows),
+                key="comfy_nodes",
+                title="ComfyUI node classes",
+                columns=("run", "class", "runs", "cached", "mean s"),
+                rows=tuple(node_rows),
                 provenance="the websocket's executing messages",
             )
         )

@@ -128,9 +128,9 @@ def training_section(runs: list[RunData]) -> Section | None:
             )
         )
     table = Table(
-        "training",
-        "Training (measured window)",
-        (
+        key="training",
+        title="Training (measured window)",
+        columns=(
             "run",
             "what",
             "steps",
@@ -143,7 +143,7 @@ def training_section(runs: list[RunData]) -> Section | None:
             "peak memory GiB (allocator)",
             "memory estimate GiB",
         ),
-        tuple(rows),
+        rows=tuple(rows),
         provenance="the runs' summaries (kinds.train.summary.summarize_training); the allocator's peak "
         "(torch.cuda.max_memory_allocated on a GPU, the profiler's CPU allocations on a CPU)",
     )
