@@ -15,9 +15,15 @@ as a task they cancel: SIGINT / SIGTERM before the window raise ``Interrupted`` 
 once, whatever the step was waiting for. During the window, SIGINT / SIGTERM — or the caller, through the
 stop function ``Hooks.stopper`` hands it (a matrix being stopped) — stop new sends, cancel the requests in
 flight (they never finished, so they are not recorded) and save the run as ``incomplete`` with every
-finished request; the run is returned with ``summary.interrupted`` set (the CLI then exits 130). The
-handlers that were installed before the run (the CLI's own) are put back after it. Any other exception
-during the window (the engine failed, a bug) stores the run with the reason in ``summary.aborted`` —
+finished request; the run is returned with ``summary.interrupted`` set (the CLI then exits 130). The work
+that runs on the loop's thread without giving it back — opening the telemetry (an exporter that takes its
+timeout to answer), and saving the run (closing the telemetry: a slow exporter's last reading, a Prometheus
+server's range query) — hears the signals directly (``_sync_signals``): while the telemetry is opened a
+signal raises ``Interrupted`` at once (no run was created); after the window it cuts the telemetry's end
+short (``RunWriter.interrupt_telemetry``: no waiting for a slow exporter) and the run is saved
+``incomplete`` with ``summary.interrupted``, as during the window. A signal during the window cuts that end
+short too. The handlers that were installed before the run (the CLI's own) are put back after it. Any other
+exception during the window (the engine failed, a bug) stores the run with the reason in ``summary.aborted`` —
 ``incomplete`` when requests finished, ``failed`` when none did — with its telemetry closed, and is raised
 again.
 
@@ -130,6 +136,8 @@ class _Run:
     notes: list[str] = field(default_factory=list)
     # The most requests in flight this process can hold (HTTP engines; bench.bounds.in_flight_budget).
     in_flight_cap: int | None = None
+    # The signals the loop's handlers were installed for (``_sync_signals`` lends them out).
+    signals: list[signal.Signals] = field(default_factory=list)
 
     def say(self, text: str) -> None:
         if self.hooks.on_phase is not None:
@@ -215,6 +223,7 @@ async def run_bench_async(
     run = _Run(spec, engine, store, hooks, progress and hooks.console is not None, telemetry_root)
     loop = asyncio.get_running_loop()
     installed = _install_signals(loop, run.on_signal)  # before anything that may take a while
+    run.signals = [sig for sig, _ in installed]
     if hooks.stopper is not None:
 
         def stop(name: str) -> None:
@@ -435,7 +444,12 @@ async def _measure(
     per_stage = spec.requests_per_stage()
     duration_s = spec.stage_duration_s()
     planned = per_stage * len(stages) if per_stage is not None else None
-    run_id = writer.start()
+    try:
+        with _sync_signals(run, _raise_interrupt(run)):  # opening an exporter does not give the loop back
+            run_id = writer.start()
+    except KeyboardInterrupt:
+        made = f"run {writer.run_id} is left incomplete" if writer.run_id else "no run was created"
+        raise Interrupted(f"interrupted while opening the telemetry: {made}") from None
     prog = BenchProgress(engine, enabled=run.show_progress, console=run.hooks.console)
     check = PromptCheck(source.meta)
     finished = 0
@@ -510,18 +524,6 @@ async def _measure(
             writer.finish(status, extra_summary={"aborted": f"the run stopped on an error: {_reason(exc)}"},
                           workload=_finished_workload(info, source, check))
         raise
-    extra: dict[str, Any] = {}
-    final: RunStatus = "complete"
-    if server_gone:
-        final = "incomplete"
-        extra["aborted"] = f"the server went away: {server_gone[0]}"
-    if run.interrupted:
-        final = "incomplete"
-        extra["interrupted"] = {
-            "signal": run.interrupted[0],
-            "finished_requests": finished,
-            "cancelled_in_flight": max(0, sent - finished),
-        }
     srv = dict(info.server)
     if sampler is not None:
         await sampler.stop()
@@ -544,8 +546,79 @@ async def _measure(
     fp = getattr(engine, "fingerprint", None)
     if fp:
         srv["system_fingerprint"] = fp
-    return writer.finish(final, extra_summary=extra or None, server=srv,
-                         workload=_finished_workload(info, source, check))
+    # The status is decided now, after the awaits above: a signal during them counts.
+    extra: dict[str, Any] = {}
+    final: RunStatus = "complete"
+    if server_gone:
+        final = "incomplete"
+        extra["aborted"] = f"the server went away: {server_gone[0]}"
+    if run.interrupted:
+        final = "incomplete"
+        extra["interrupted"] = _interruption(run.interrupted[0], finished, max(0, sent - finished))
+        writer.interrupt_telemetry(f"interrupted ({run.interrupted[0]})")
+
+    def late(name: str) -> None:  # a signal while the run is saved (finish does not give the loop back)
+        if not run.interrupted:
+            run.interrupted.append(name)
+        writer.interrupt_telemetry(f"interrupted ({name}) while the run was saved")
+
+    with _sync_signals(run, late):
+        stored = writer.finish(final, extra_summary=extra or None, server=srv,
+                               workload=_finished_workload(info, source, check))
+    if run.interrupted and "interrupted" not in extra:
+        stored = _mark_interrupted(run.store, stored, _interruption(run.interrupted[0], finished, 0))
+    return stored
+
+
+def _interruption(name: str, finished: int, cancelled: int) -> dict[str, Any]:
+    """``summary.interrupted``: the signal, the finished requests, those cancelled in flight."""
+    return {"signal": name, "finished_requests": finished, "cancelled_in_flight": cancelled}
+
+
+def _mark_interrupted(store: StoreLike, run: RunInfo, interrupted: dict[str, Any]) -> RunInfo:
+    """A run saved while a signal came (after its window): stored ``incomplete`` (unless ``failed`` or
+    ``cancelled`` already) with ``summary.interrupted``, as a run interrupted during its window is."""
+    fields: dict[str, Any] = {}
+    if run.summary is not None:
+        fields["summary"] = run.summary.amended(interrupted=interrupted)
+    if run.status == "complete":
+        fields["status"] = "incomplete"
+    store.update_run(run.id, **fields)
+    return store.get_run(run.id)
+
+
+def _raise_interrupt(run: _Run) -> Callable[[str], None]:
+    """A signal handler for synchronous work before the window: the run stops, the work is interrupted."""
+
+    def handler(name: str) -> None:
+        run.on_signal(name)
+        raise KeyboardInterrupt(name)
+
+    return handler
+
+
+@contextlib.contextmanager
+def _sync_signals(run: _Run, on: Callable[[str], None]) -> Iterator[None]:
+    """While synchronous work holds the loop's thread (the loop would see a signal only once it is done),
+    SIGINT / SIGTERM call ``on`` (signal name) at once, as Python-level handlers; the loop's handlers are
+    put back after."""
+    loop = asyncio.get_running_loop()
+    lent: list[signal.Signals] = []
+
+    def handler(signum: int, _frame: Any) -> None:
+        on(signal.Signals(signum).name)
+
+    for sig in run.signals:
+        with contextlib.suppress(RuntimeError, ValueError, OSError):
+            loop.remove_signal_handler(sig)
+            signal.signal(sig, handler)
+            lent.append(sig)
+    try:
+        yield
+    finally:
+        for sig in lent:
+            with contextlib.suppress(RuntimeError, ValueError, OSError):
+                loop.add_signal_handler(sig, run.on_signal, sig.name)
 
 
 def _prompt_wait_note(source: Prompts) -> list[str]:

@@ -166,6 +166,7 @@ class RunWriter:
         self.t0_monotonic = 0.0
         self._thread: StoreThread | None = None
         self._sampler: BackgroundSampler | None = None
+        self._live: BackgroundSampler | None = None  # the window's sampler, also while finish() stops it
         self._stopped: BackgroundSampler | None = None  # the sampler of the finished window
         self._sources: list[Sampler] = []
         self._note = TelemetryRecord(enabled=telemetry, interval_s=telemetry_interval_s)
@@ -204,7 +205,7 @@ class RunWriter:
             self._stop_telemetry()
             raise
         if sources:
-            self._sampler = BackgroundSampler(
+            self._sampler = self._live = BackgroundSampler(
                 sources, interval_s=self.telemetry_interval_s, t0=self.t0_monotonic
             ).start()
         self._cpu0 = _cpu_now(self._proc)
@@ -215,6 +216,13 @@ class RunWriter:
             return []
         self._sources = open_sources(self.telemetry_root, remote=self.telemetry_from, local=self.telemetry)
         return self._sources
+
+    def interrupt_telemetry(self, why: str) -> None:
+        """Cut the end of the telemetry short (a signal: ``BackgroundSampler.interrupt``): ``finish`` then
+        waits for no slow exporter, takes no final reading of the remote sources and fetches nothing after
+        the window. Safe from a signal handler and before or during ``finish``."""
+        if self._live is not None:
+            self._live.interrupt(why)
 
     def _noted(self, **fields: Any) -> None:
         """Add what the writer found about telemetry to the run's spec (``config.telemetry``)."""

@@ -88,6 +88,9 @@ class HttpClient:
             raise SourceError(f"GET {display}: no answer within {timeout_s:g} s") from exc
         except concurrent.futures.CancelledError:
             raise SourceError(f"GET {display}: abandoned: {self._interrupted or 'cancelled'}") from None
+        except BaseException:  # a signal raised in this thread (KeyboardInterrupt): the request is given up
+            future.cancel()
+            raise
         finally:
             self._pending.discard(future)
 
@@ -106,6 +109,8 @@ class HttpClient:
         if self._closed:
             return
         self._closed = True
+        for future in list(self._pending):  # requests another thread still waits for
+            future.cancel()
         if self._session is not None:
             session = self._session
             asyncio.run_coroutine_threadsafe(session.close(), self._loop).result(5.0)
