@@ -25,7 +25,8 @@ def escape(value: str, quote: bool = True) -> str:
     (``gpuledger.textsafe``: what the terminal shows, the page shows)."""
     return _html_escape(display(value), quote=quote)
 
-_CSS = """
+# The report's style and its figure script: inlined here, served as files by ``gpuledger serve``.
+REPORT_CSS = """
 :root { color-scheme: light dark; --bg: #ffffff; --fg: #1f2328; --muted: #59636e; --line: #d1d9e0;
   --card: #f6f8fa; --warn-bg: #fff8c5; --warn-fg: #5c4a00; --accent: #0969da; }
 @media (prefers-color-scheme: dark) {
@@ -67,7 +68,7 @@ dt { font-weight: 600; } dd { margin: 0; }
 details > summary { cursor: pointer; list-style: revert; } details > summary h2 { display: inline; }
 """
 
-_JS = """
+FIGURES_JS = """
 (function () {
   "use strict";
   var figs = JSON.parse(document.getElementById("gl-figures").textContent);
@@ -264,8 +265,9 @@ def _contact_sheet(s: Section) -> str:
     return f'<div class="contact-sheet">{cells}</div>'
 
 
-def render_html(data: ReportData) -> str:
-    """The report as one self-contained HTML document (about 5 MB: plotly.js is inlined once)."""
+def figures_json(data: ReportData) -> str:
+    """Every figure of the report as plotly.js JSON (``[{id, data, layout}]``), for ``FIGURES_JS`` to draw
+    from a non-executed ``<script type="application/json" id="gl-figures">``."""
     import plotly.graph_objects as go
     from plotly.io.json import to_json_plotly
 
@@ -275,14 +277,13 @@ def render_html(data: ReportData) -> str:
         {"id": f"fig-{f.key}", **go.Figure(data=traces, layout=layout).to_plotly_json()}
         for f, (traces, layout) in ((f, plotly_figure(f)) for f in figures)
     ]
-    figures_json: str = to_json_plotly(fig_json)
-    plotly_js = _plotly_js()
-    csp = (
-        "default-src 'none'; "
-        f"script-src {_script_hash(plotly_js)} {_script_hash(_JS)}; "
-        "style-src 'unsafe-inline'; img-src data:; font-src data:; connect-src 'none'; "
-        "base-uri 'none'; form-action 'none'"
-    )
+    out: str = to_json_plotly(fig_json)
+    return out
+
+
+def report_main(data: ReportData) -> str:
+    """The report's content after its title: the answer first, then the runs, the contents and every
+    section (the figures as empty ``.plot`` boxes that ``FIGURES_JS`` fills)."""
     runs = "".join(
         f"<li><strong>{escape(r.name)}</strong> — id {escape(r.id)}, model {escape(r.model or '—')}, "
         f"engine {escape(r.engine or '—')}, status {escape(r.status)}</li>"
@@ -295,6 +296,18 @@ def render_html(data: ReportData) -> str:
     if not lead:
         rest = data.sections
     body = "".join(_section(s) for s in rest)
+    return f"{lead}<ul>{runs}</ul><nav><strong>Contents</strong><ol>{toc}</ol></nav>{body}"
+
+
+def render_html(data: ReportData) -> str:
+    """The report as one self-contained HTML document (about 5 MB: plotly.js is inlined once)."""
+    plotly_js = _plotly_js()
+    csp = (
+        "default-src 'none'; "
+        f"script-src {_script_hash(plotly_js)} {_script_hash(FIGURES_JS)}; "
+        "style-src 'unsafe-inline'; img-src data:; font-src data:; connect-src 'none'; "
+        "base-uri 'none'; form-action 'none'"
+    )
     return (
         "<!doctype html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
@@ -302,13 +315,12 @@ def render_html(data: ReportData) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         '<meta name="color-scheme" content="light dark">'
         '<meta name="generator" content="gpuledger">'
-        f"<title>{escape(data.title)}</title><style>{_CSS}</style>"
+        f"<title>{escape(data.title)}</title><style>{REPORT_CSS}</style>"
         f"<script>{plotly_js}</script></head><body><main>"
         f"<h1>{escape(data.title)}</h1>"
         f'<p class="meta">Generated {escape(data.generated_at.strftime("%Y-%m-%d %H:%M:%S UTC"))} '
         "from the gpuledger store. Works offline; nothing is loaded from the network.</p>"
-        f"{lead}<ul>{runs}</ul><nav><strong>Contents</strong><ol>{toc}</ol></nav>"
-        f"{body}</main>"
-        f'<script type="application/json" id="gl-figures">{figures_json}</script>'
-        f"<script>{_JS}</script></body></html>\n"
+        f"{report_main(data)}</main>"
+        f'<script type="application/json" id="gl-figures">{figures_json(data)}</script>'
+        f"<script>{FIGURES_JS}</script></body></html>\n"
     )
