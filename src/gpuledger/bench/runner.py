@@ -73,6 +73,7 @@ from gpuledger.records import BenchSpec, RunInfo, RunStatus
 from gpuledger.records.spec import DatasetSpec, Stage
 from gpuledger.urls import redact_url
 from gpuledger.workload.prompts import Prompts
+from gpuledger.workload.traces import check_replay
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -258,6 +259,11 @@ async def _run(run: _Run) -> RunInfo:
     with PrepProgress(run.hooks.console if run.show_progress else None) as prep:
         source = await run.step(open_prompts(prompts_of, engine.tokenizer, chat=chat, first=first,
                                              on_step=prep.step), "while preparing the prompts")
+    try:
+        check_replay(source, stages[0], spec.stage_duration_s())  # a trace's span, before any run exists
+    except BaseException:
+        await source.aclose()
+        raise
     state: ServerStateSampler | str | None = None
     try:
         warmup_result = await _warmup(run, stages[0], source, warmup)

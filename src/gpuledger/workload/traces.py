@@ -16,6 +16,12 @@ Arrival times are made relative to the first arrival (rows are replayed in time 
 is sorted, and the record says so). Rows with 0 input or 0 output tokens (BurstGPT's failed requests) are
 left out and counted. At most ``MAX_ARRIVALS`` arrivals are replayed (the most a stage may send).
 
+Times are bounded: an arrival more than ``MAX_SPAN_S`` (366 days) after the first is refused naming its
+line (a timestamp of 10^15 ms is 31,000 years: a corrupt row, not a trace); and before the run starts,
+a replay that would last longer than the longest stage (``MAX_REPLAY_S``, 7 days: the trace's span ÷
+``--trace-speed``, when no ``--duration`` ends it sooner) is refused with the speed that would fit
+(``check_replay``).
+
 Each arrival is a prompt of exactly its input length as this server's tokenizer counts it (the chat template
 included), asking for exactly its output length (``--output-len`` replaces it). With ``hash_ids`` the prompt
 is its blocks' text, each block made from its id's own seed (so shared ids are shared text); the first block
@@ -36,8 +42,9 @@ from typing import Any
 
 import orjson
 
-from gpuledger.errors import EngineError, InvalidInputError
-from gpuledger.records.spec import DatasetSpec
+from gpuledger.errors import EngineError, InvalidInputError, UsageError
+from gpuledger.records.load import TraceStage
+from gpuledger.records.spec import DatasetSpec, Stage
 from gpuledger.tokenizer import Tokenizer
 from gpuledger.workload.composer import Composer, Step, learn, random_words
 from gpuledger.workload.datasets import Prompt, file_sha256, read_file
@@ -48,6 +55,9 @@ MAX_ARRIVALS = 1_000_000
 MAX_LENGTH = 10_000_000
 CACHED_BLOCKS = 4096
 MAX_BLOCKS = MAX_LENGTH // BLOCK_TOKENS + 1  # the blocks of the longest prompt
+DAY_S = 86_400.0
+MAX_SPAN_S = 366 * DAY_S  # the longest published traces span months (BurstGPT: 121 days)
+MAX_REPLAY_S = 7 * DAY_S  # the longest stage (bench.bounds.MAX_DURATION_S)
 
 
 class Trace:
@@ -189,6 +199,12 @@ def _finish(path: Path, fmt: str, rows: list[Row]) -> Trace:
     if not kept:
         raise InvalidInputError(f"{path}: no arrival with input and output tokens in the trace")
     t0 = kept[0][0]
+    if kept[-1][0] - t0 > MAX_SPAN_S:
+        late = next(i for i, r in enumerate(kept) if r[0] - t0 > MAX_SPAN_S)
+        raise InvalidInputError(
+            f"{path}: an arrival {(kept[late][0] - t0) / DAY_S:,.0f} days after the first (its row "
+            f"{late + 1} in time order): a trace spans at most {MAX_SPAN_S / DAY_S:g} days",
+            hint="is a timestamp in the wrong unit? Mooncake's are milliseconds, BurstGPT's seconds")
     with_blocks = fmt == "mooncake" and any(r[3] for r in kept)
     trace.blocks = [r[3] or () for r in kept] if with_blocks else None
     for ts, inp, out, _ in kept:
@@ -196,6 +212,22 @@ def _finish(path: Path, fmt: str, rows: list[Row]) -> Trace:
         trace.inputs.append(inp)
         trace.outputs.append(out)
     return trace
+
+
+def check_replay(source: Prompts, stage: Stage, duration_s: float | None) -> None:
+    """UsageError (before the run) when replaying ``source``'s trace at the stage's speed would last longer
+    than the longest stage, and no ``--duration`` ends it sooner; nothing for other sources."""
+    if not isinstance(source, TracePrompts) or not isinstance(stage, TraceStage) or duration_s is not None:
+        return
+    span = source.trace.times[-1]
+    if span / stage.speed <= MAX_REPLAY_S:
+        return
+    need = span / MAX_REPLAY_S
+    raise UsageError(
+        f"the trace spans {span / DAY_S:,.1f} days: replayed at --trace-speed {stage.speed:g} it would take "
+        f"{span / stage.speed / DAY_S:,.1f} days, more than the longest stage ({MAX_REPLAY_S / DAY_S:g} "
+        "days)",
+        hint=f"give --trace-speed {need:.3g} or more, or --duration to replay its beginning")
 
 
 def describe(trace: Trace) -> dict[str, Any]:
@@ -381,4 +413,5 @@ class _Blocks:
         return " ".join(p for p in parts if p)
 
 
-__all__ = ["BLOCK_TOKENS", "MAX_ARRIVALS", "Trace", "TracePrompts", "describe", "open_trace", "read_trace"]
+__all__ = ["BLOCK_TOKENS", "MAX_ARRIVALS", "MAX_REPLAY_S", "MAX_SPAN_S", "Trace", "TracePrompts",
+           "check_replay", "describe", "open_trace", "read_trace"]
