@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from gpuledger.catalog import Catalog
     from gpuledger.cost import Comparison
     from gpuledger.cost.comparison.repricing import Repricing
+    from gpuledger.cost.headlines import HeadlineOffer
     from gpuledger.records import RunInfo
 
 
@@ -95,10 +96,13 @@ def import_results_cmd(
 
 def public_cmd(json_out: JsonOpt = False) -> None:
     """The public points shipped with gpuledger (a dated snapshot, each set with its page and how it
-    was read); `gpuledger import-results NAME` stores one."""
+    was read), and next to each headline pair that is not like for like the closest like-for-like pair;
+    `gpuledger import-results NAME` stores a set."""
+    from gpuledger.cost.headlines import headline_offers
     from gpuledger.cost.published.published import public_file
 
     doc = public_file()
+    offers = headline_offers()
     if json_out:
         print_json({
             "snapshot": doc.snapshot.isoformat(),
@@ -106,18 +110,48 @@ def public_cmd(json_out: JsonOpt = False) -> None:
             "sets": [
                 {"name": name, **s.model_dump(mode="json")} for name, s in doc.sets.items()
             ],
+            "offers": [o.model_dump(mode="json") for o in offers],
         })
         return
     table = Table(title=f"Public results shipped with gpuledger (snapshot {doc.snapshot.isoformat()})",
                   title_justify="left")
-    for col in ("name", "what", "points", "read", "page"):
+    for col in ("name", "what", "points", "date", "source"):
         table.add_column(col, justify="right" if col == "points" else "left", overflow="fold")
     for name, s in doc.sets.items():
         table.add_row(Text(name), Text(s.title), Text(str(len(s.points))), Text(s.date.isoformat()),
                       Text(s.url))
     console.print(table)
-    console.print(Text("  gpuledger import-results NAME stores a set; how each figure was read: "
-                       "gpuledger public --json"))
+    render_offers(offers)
+    console.print(Text("  gpuledger import-results NAME stores a set; how each figure was read, and what "
+                       "each set lacks: gpuledger public --json"))
+
+
+def render_offers(offers: list[HeadlineOffer]) -> None:
+    """Each headline pair that is not like for like, what differs, and the like-for-like pair next to it."""
+    from gpuledger.report.layout import paragraph
+
+    if not offers:
+        return
+    console.print()
+    paragraph(console, Text("Headline pairs and the like-for-like pair next to each (output tok/s per GPU, "
+                            "A ÷ B)", style="bold"))
+    for o in offers:
+        printed = (f"; {o.published_cost_ratio:.3g}x per token at the publisher's printed costs"
+                   if o.published_cost_ratio is not None else "")
+        paragraph(console, f"{o.a.label} vs {o.b.label}: {o.throughput_ratio_per_gpu:.3g}x{printed}",
+                  lead=f"  {o.set}, at {o.operating_point}: ", indent=4)
+        for d in o.likeness.counted:
+            mark = "not known" if d.status == "unknown" else "differs"
+            paragraph(console, f"{d.a} vs {d.b}", lead=f"    {d.aspect} ({mark}): ", indent=6)
+        c = o.like_for_like
+        if c is None:
+            paragraph(console, "no shipped pair of these two vendors", lead="    like for like: ", indent=6)
+            continue
+        t = o.like_for_like_cost
+        tier = (f"; {t.ratio:.3g}x per token at the publisher's {t.tier} tier ({t.profile_a}, {t.profile_b})"
+                if t is not None else "")
+        paragraph(console, f"{c.label_a} vs {c.label_b}: {c.throughput_ratio_per_gpu:.3g}x{tier} — "
+                           f"{c.likeness.summary}", lead="    next to it: ", indent=6)
 
 
 # ---- the re-priced comparison (compare) ------------------------------------------------------------
