@@ -13,7 +13,10 @@ Which chunks are tokens (DESIGN.md: "TTFT: first content token received"):
   delta, or a tool-call delta) that is not ``None``, unless the text is empty in a role preamble
   (``delta.role`` present). An empty text is a real token: the bytes of an incomplete UTF-8
   character (vLLM streams those with byte-level tokenizers) or an unprintable end-of-sequence token
-  on the finish chunk — except when the final usage shows that the finish chunk carried no token.
+  on the finish chunk — except when the final usage shows that the finish chunk carried no token, or
+  when the server's usage cannot be believed (a total that is not an integer in 0 … the stream's chunk
+  bound, or per-chunk usage that was dropped): a count that says nothing does not make the empty finish
+  chunk a token, and the client counts the chunks that carried text.
 * Reasoning (``reasoning_counted``, ``first_reasoning_chunk``, ``first_answer_chunk``): a chunk whose text is
   ``delta.reasoning_content`` / ``delta.reasoning`` (vLLM, SGLang, DeepSeek) is reasoning; so is the answer's
   text up to and including the first ``</think>`` (DeepSeek-R1's template opens the block in the prompt), or
@@ -454,14 +457,18 @@ class OpenAIStream:
         if self.error is None and not self.done and self.finish_reason is None:
             self.error = "stream ended before completion (no finish_reason and no [DONE])"
         # An empty finish chunk is a token (an unprintable EOS, or the last bytes of a character) unless
-        # the server's final usage shows it carried none, as llama.cpp's closing chunk does.
+        # the server's final usage shows it carried none, as llama.cpp's closing chunk does, or the
+        # server's usage cannot be believed (then it shows nothing, and the chunk did not carry text).
         usage = self.usage
+        told = usage.get("completion_tokens") if usage is not None else None
+        believed = (told if type(told) is int and 0 <= told <= self._max_chunks and self.usage_note is None
+                    else None)
         if (
             self._empty_finish_at == len(self.chunk_times)
             and not self.continuous
             and usage is not None
-            and isinstance(usage.get("completion_tokens"), int)
-            and len(self.chunk_times) > usage["completion_tokens"]
+            and "completion_tokens" in usage
+            and (believed is None or len(self.chunk_times) > believed)
         ):
             self.chunk_times.pop()
             at = len(self.chunk_times)  # the closing chunk was an answer (content) chunk: no longer counted
