@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import platformdirs
 import sqlalchemy as sa
@@ -121,22 +122,52 @@ def prepare_location(url: URL, is_default: bool) -> None:
             raise StoreError(f"cannot create the store directory {parent}: {exc.strerror}") from exc
 
 
-def make_engine(url: URL) -> Engine:
-    """An engine with the project's JSON serialiser; SQLite in WAL mode with explicit transactions."""
+def read_only_url(url: URL) -> URL:
+    """The URL that opens the same store read-only where the engine allows it: a SQLite file as the URI
+    ``file:PATH?mode=ro`` (SQLite refuses every write on it); any other URL unchanged (PostgreSQL is made
+    read-only per session: ``make_engine(read_only=True)``)."""
+    if url.get_backend_name() != "sqlite":
+        return url
+    path = _sqlite_path(url)
+    if path is None:  # in-memory, or already a ``file:`` URI (kept as given, its mode too)
+        return url
+    query = {k: v for k, v in url.query.items() if k not in ("mode", "uri")}
+    return url.set(database=f"file:{quote(str(path))}", query={**query, "mode": "ro", "uri": "true"})
+
+
+def make_engine(url: URL, *, read_only: bool = False) -> Engine:
+    """An engine with the project's JSON serialiser; SQLite in WAL mode with explicit transactions.
+
+    ``read_only``: every connection refuses writes — SQLite opened ``mode=ro`` with ``PRAGMA query_only``
+    (and the journal mode left as the file has it), PostgreSQL sessions with ``default_transaction_read_only``
+    (a write is the server's ``cannot execute … in a read-only transaction``)."""
     common: dict[str, Any] = {"json_serializer": json_dumps, "json_deserializer": json_loads}
     if url.get_backend_name() == "sqlite":
         engine = sa.create_engine(
-            url, connect_args={"timeout": BUSY_TIMEOUT_S, "check_same_thread": False}, **common
+            read_only_url(url) if read_only else url,
+            connect_args={"timeout": BUSY_TIMEOUT_S, "check_same_thread": False}, **common
         )
-        event.listen(engine, "connect", _sqlite_on_connect)
+        event.listen(engine, "connect", _sqlite_on_connect_read_only if read_only else _sqlite_on_connect)
         event.listen(engine, "begin", _sqlite_on_begin)
         return engine
+    connect_args: dict[str, Any] = {"connect_timeout": PG_CONNECT_TIMEOUT_S, "client_encoding": "utf8"}
+    if read_only:
+        connect_args["options"] = "-c default_transaction_read_only=on"
     return sa.create_engine(
         # client_encoding: the store's texts are UTF-8 whatever the database's encoding (a cluster made
         # without a UTF-8 locale is SQL_ASCII, and psycopg would hand back bytes, not text)
-        url, connect_args={"connect_timeout": PG_CONNECT_TIMEOUT_S, "client_encoding": "utf8"},
-        pool_pre_ping=True, **common
+        url, connect_args=connect_args, pool_pre_ping=True, **common
     )
+
+
+def _sqlite_on_connect_read_only(dbapi_conn: Any, _record: Any) -> None:
+    dbapi_conn.isolation_level = None
+    cur = dbapi_conn.cursor()
+    try:
+        cur.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        cur.execute("PRAGMA query_only = ON")
+    finally:
+        cur.close()
 
 
 def _sqlite_on_connect(dbapi_conn: Any, _record: Any) -> None:

@@ -94,9 +94,20 @@ runs = sa.Table(
     sa.Column("updated_at", UTCDateTime, nullable=False),
     # Revision 0002: the environment fingerprint's hash, to find runs made on the same stack.
     sa.Column("env_hash", sa.String(128), nullable=True),
+    # Revision 0004: what a list of runs filters and sorts by, derived from the run's documents when it is
+    # written (store/listing.py), so a page of 100,000 runs reads no summary.
+    sa.Column("kind", sa.String(32), nullable=True),
+    sa.Column("gpu", sa.String(128), nullable=True),
+    sa.Column("rate", sa.Double, nullable=True),
+    sa.Column("rate_unit", sa.String(64), nullable=True),
     sa.Index(None, "created_at"),
     sa.Index(None, "label"),
     sa.Index(None, "env_hash"),
+    sa.Index(None, "model"),
+    sa.Index(None, "engine"),
+    sa.Index(None, "kind"),
+    sa.Index(None, "gpu"),
+    sa.Index(None, "rate"),
 )
 
 requests = sa.Table(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, time, timedelta
 from types import TracebackType
 from typing import Any
 
@@ -15,7 +15,7 @@ from sqlalchemy.engine import URL, Connection, Engine
 
 from gpuledger.errors import InvalidInputError, NotFoundError, StoreError
 from gpuledger.records import DoctorRunRecord, RequestRecord, RunInfo, RunStatus, TelemetrySample
-from gpuledger.store import document, exchange
+from gpuledger.store import document, exchange, listing
 from gpuledger.store.engine import (
     LOCK_WAIT,
     WRITE,
@@ -27,9 +27,10 @@ from gpuledger.store.engine import (
     translate_errors,
 )
 from gpuledger.store.ids import MIN_PREFIX, check_run_id, new_run_id
+from gpuledger.store.listing import RunPage, RunQuery, RunRow
 from gpuledger.store.liveness import Writer, current_writer, writer_alive
 from gpuledger.store.matrix import MatrixCells
-from gpuledger.store.migrate import ensure_schema
+from gpuledger.store.migrate import HEAD, current_revision, ensure_schema
 from gpuledger.store.models import cost_evaluations, doctor_runs, requests, runs, telemetry
 
 _ID_ATTEMPTS = 8
@@ -38,6 +39,34 @@ _AMBIGUOUS_SHOWN = 10
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+# ---- query_runs: the columns a row is read from, the sorts, the filters (store/listing.py) -----------------
+_ROW_COLUMNS = (
+    runs.c.id, runs.c.created_at, runs.c.label, runs.c.engine, runs.c.model, runs.c.status, runs.c.unit,
+    runs.c.kind, runs.c.gpu, runs.c.num_requests, runs.c.duration_s, runs.c.rate, runs.c.rate_unit,
+    runs.c.writer_host, runs.c.writer_pid, runs.c.writer_pidns, runs.c.writer_started, runs.c.updated_at,
+)
+_SORT_COLUMNS: dict[str, sa.ColumnElement[Any]] = {
+    "created": runs.c.created_at, "label": runs.c.label, "model": runs.c.model, "engine": runs.c.engine,
+    "gpu": runs.c.gpu, "kind": runs.c.kind, "requests": runs.c.num_requests, "duration": runs.c.duration_s,
+    "rate": runs.c.rate,
+}
+_NULLABLE_SORTS = frozenset({"gpu", "kind", "duration", "rate"})
+_FACETS = ("label", "model", "engine", "kind", "gpu")
+
+
+def _query_filters(query: RunQuery) -> list[sa.ColumnElement[bool]]:
+    where: list[sa.ColumnElement[bool]] = []
+    for name in ("label", "model", "engine", "kind", "gpu"):
+        value = getattr(query, name)
+        if value is not None:
+            where.append(runs.c[name] == value)
+    if query.since is not None:
+        where.append(runs.c.created_at >= datetime.combine(query.since, time.min, UTC))
+    if query.until is not None:
+        where.append(runs.c.created_at < datetime.combine(query.until + timedelta(days=1), time.min, UTC))
+    return where
 
 
 def _writer_values(writer: Writer) -> dict[str, Any]:
@@ -91,21 +120,45 @@ def _decoding(problem: str, url: str, what: str) -> Iterator[None]:
         ) from exc
 
 
-def open_store(url: str | None = None) -> Store:
+def open_store(url: str | None = None, *, read_only: bool = False) -> Store:
     """Open (creating and migrating as needed) the store at ``url``, ``$GPULEDGER_DB`` or the default.
 
+    ``read_only``: open it so that nothing can be written (``store.engine.make_engine``) and migrate
+    nothing: a store whose schema is not this gpuledger's is a StoreError saying how to upgrade it.
     Raises StoreError with one line when the store cannot be used; the store is not modified then.
     """
     parsed, is_default = resolve_url(url)
-    prepare_location(parsed, is_default)
+    if not read_only:
+        prepare_location(parsed, is_default)
     with translate_errors("cannot open store", parsed):
-        engine = make_engine(parsed)
+        engine = make_engine(parsed, read_only=read_only)
     try:
-        ensure_schema(engine, parsed)
+        if read_only:
+            _check_schema(engine, parsed)
+        else:
+            ensure_schema(engine, parsed)
     except BaseException:
         engine.dispose()
         raise
     return Store(engine, parsed)
+
+
+def _check_schema(engine: Engine, url: URL) -> None:
+    """A store opened read-only must be at this gpuledger's schema already (nothing is migrated)."""
+    with translate_errors("cannot open store", url), engine.connect() as conn:
+        revision = current_revision(conn)
+    if revision == HEAD:
+        return
+    if revision is None:
+        raise StoreError(f"{safe_url(url)} is not a gpuledger store (it has no schema)",
+                         hint="point --db at a store that gpuledger has written")
+    ensure_schema_hint = (f"run any gpuledger command with write access on it first (e.g. `gpuledger runs "
+                          f"--db {safe_url(url)}`): that upgrades it")
+    raise StoreError(
+        f"store {safe_url(url)} has schema revision {revision!r} and this gpuledger reads {HEAD!r}; "
+        "a read-only open does not migrate it",
+        hint=ensure_schema_hint,
+    )
 
 
 class Store(MatrixCells):
@@ -228,7 +281,7 @@ class Store(MatrixCells):
         given = check_run_id(info.id.strip().lower()) if info.id.strip() else None
         exchange.check_run_fields({k: getattr(info, k) for k in exchange.RUN_FIELDS if k != "id"}
                                   | {"created_at": info.created_at or _now()})
-        values = exchange.run_values(info)
+        values = exchange.run_values(info) | listing.index_values(info)
         now = _now()
         values.update(created_at=info.created_at or now, updated_at=now, **_writer_values(current_writer()))
         for _ in range(_ID_ATTEMPTS):
@@ -252,7 +305,7 @@ class Store(MatrixCells):
         for info in infos:
             fields = {k: getattr(info, k) for k in exchange.RUN_FIELDS if k != "id"}
             exchange.check_run_fields(fields | {"created_at": info.created_at or now})
-            rows.append(exchange.run_values(info) | _NO_WRITER
+            rows.append(exchange.run_values(info) | listing.index_values(info) | _NO_WRITER
                         | {"created_at": info.created_at or now, "updated_at": now})
         for _ in range(_ID_ATTEMPTS):
             ids = [new_run_id() for _ in rows]
@@ -283,6 +336,16 @@ class Store(MatrixCells):
             values.update(_writer_values(current_writer()))
         with self._tx("updating a run", write=True, lock_wait_s=lock_wait_s) as conn:
             self._touch(conn, run_id, **values)
+            if listing.INDEXED_FROM.intersection(fields):
+                self._reindex(conn, run_id)
+
+    def _reindex(self, conn: Connection, run_id: str) -> None:
+        """Derive the run's listing columns (``store.listing``) again from its row as it is now."""
+        try:
+            info = self._run_from_row(conn.execute(sa.select(runs).where(runs.c.id == run_id)).one(), _now())
+        except (ValueError, TypeError):
+            return  # an unreadable row keeps what it had: listing it says why
+        conn.execute(sa.update(runs).where(runs.c.id == run_id).values(**listing.index_values(info)))
 
     def heartbeat(self, run_id: str, *, lock_wait_s: float | None = None) -> None:
         """Tell readers on other hosts this run's writer is alive (every write does this too)."""
@@ -357,6 +420,65 @@ class Store(MatrixCells):
                     raise
             ids = conn.execute(filtered(sa.select(runs.c.id))).scalars().all()
             found = [self._read_run(conn, str(run_id)) for run_id in ids]
+        return RunList(
+            [r for r in found if isinstance(r, RunInfo)], [r for r in found if isinstance(r, UnreadableRun)]
+        )
+
+    def query_runs(self, query: RunQuery) -> RunPage:
+        """One page of the runs ``query`` selects, in its order, with how many match in all: light rows
+        from the indexed columns (``store.listing``), no summary read. Filters are exact matches on indexed
+        columns; the page is SQL ``LIMIT``/``OFFSET`` (ties broken by id, so pages never overlap)."""
+        where = _query_filters(query)
+        column = _SORT_COLUMNS[query.sort]
+        ordered = column.asc() if query.order == "asc" else column.desc()
+        if query.sort in _NULLABLE_SORTS:
+            ordered = ordered.nulls_last()
+        tie = runs.c.id.asc() if query.order == "asc" else runs.c.id.desc()
+        select = (sa.select(*_ROW_COLUMNS).where(*where).order_by(ordered, tie)
+                  .limit(query.per_page).offset(query.offset))
+        with self._tx("listing runs") as conn:
+            total = conn.execute(sa.select(sa.func.count()).select_from(runs).where(*where)).scalar_one()
+            rows = conn.execute(select).all()
+        now = _now()
+        return RunPage(tuple(self._row_of(r, now) for r in rows), int(total), query)
+
+    def _row_of(self, row: Any, now: datetime) -> RunRow:
+        return RunRow(
+            id=row.id, created_at=row.created_at, label=row.label, engine=row.engine, model=row.model,
+            status=self._status_of(row, now), unit=row.unit, kind=row.kind, gpu=row.gpu,
+            num_requests=row.num_requests, duration_s=row.duration_s, rate=row.rate, rate_unit=row.rate_unit,
+        )
+
+    def run_facets(self, limit: int = 500) -> dict[str, list[str]]:
+        """The values each filter of ``query_runs`` can take (``label``, ``model``, ``engine``, ``kind``,
+        ``gpu``), distinct and sorted, at most ``limit`` of each: one index scan per column."""
+        out: dict[str, list[str]] = {}
+        with self._tx("listing runs") as conn:
+            for name in _FACETS:
+                col = runs.c[name]
+                values = conn.execute(
+                    sa.select(col).where(col.is_not(None), col != "").distinct().order_by(col).limit(limit)
+                ).scalars().all()
+                out[name] = [str(v) for v in values]
+        return out
+
+    def get_runs(self, ids: Sequence[str]) -> RunList:
+        """The runs of these exact ids, in the order given (an id not in the store is left out); a row
+        that cannot be read is named in ``unreadable``, as ``list_runs`` does."""
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return RunList()
+        with self._tx("reading runs") as conn:
+            try:
+                rows = conn.execute(sa.select(runs).where(runs.c.id.in_(wanted))).all()
+                now = _now()
+                by_id = {row.id: self._run_from_row(row, now) for row in rows}
+                return RunList([by_id[i] for i in wanted if i in by_id])
+            except (ValueError, TypeError, sa_exc.StatementError) as exc:
+                if isinstance(exc, sa_exc.DBAPIError) and self.backend != "sqlite":
+                    raise
+            present = set(conn.execute(sa.select(runs.c.id).where(runs.c.id.in_(wanted))).scalars())
+            found = [self._read_run(conn, i) for i in wanted if i in present]
         return RunList(
             [r for r in found if isinstance(r, RunInfo)], [r for r in found if isinstance(r, UnreadableRun)]
         )
@@ -499,6 +621,7 @@ class Store(MatrixCells):
                     conn.execute(sa.insert(telemetry), batch)
                     added += len(batch)
             self._touch(conn, run_id, **exchange.column_values({"telemetry_summary": summary}))
+            self._reindex(conn, run_id)
         return added
 
     # ---- export / import --------------------------------------------------------------------------
@@ -539,7 +662,7 @@ class Store(MatrixCells):
         now = _now()
         fields = {k: getattr(info, k) for k in exchange.RUN_FIELDS if k != "id"}
         exchange.check_run_fields(fields | {"created_at": info.created_at or now})
-        base = exchange.run_values(info) | _NO_WRITER | {
+        base = exchange.run_values(info) | listing.index_values(info) | _NO_WRITER | {
             "created_at": info.created_at or now,
             "updated_at": now,
             "num_requests": len(reqs),
