@@ -23,7 +23,6 @@ from gpuledger.errors import EngineError, UsageError
 if TYPE_CHECKING:
     from gpuledger.bench.matrix import Cell, LoadedPlan
     from gpuledger.bench.matrix_run import MatrixRun
-    from gpuledger.report.matrix import MatrixView
 
 SHOW = "show"
 EMIT_KINDS = ("k8s", "kubernetes")
@@ -226,78 +225,6 @@ def _matrix_id(text: str) -> str:
     return text
 
 
-def render_matrix(view: MatrixView, *, detail: bool) -> None:
-    """The matrix on the terminal: the cheapest target per load level first, every cell's figures, each
-    target's Pareto front; ``detail``: every cell × repeat with its status and reason."""
-    from gpuledger.report.layout import Notes, paragraph, print_table
-    from gpuledger.report.matrix import figure_text
-
-    m = view.matrix
-    notes = Notes()
-    counts = view.to_dict()["counts"]
-    name = m.plan.get("name")
-    paragraph(console, f"matrix {m.id}{f' ({name})' if name else ''}: {m.status}, started "
-              f"{m.created_at:%Y-%m-%d %H:%M} UTC; runs: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
-    # One currency and unit for every cell goes in the titles; else each cost says its own.
-    units = {c.price_text for c in view.cells if c.price_text}
-    unit = next(iter(units)) if len(units) == 1 else None
-    rows = []
-    for entry in view.cheapest:
-        if "cheapest" in entry:
-            others = "; ".join(f"{o['target']} {o['times']:.2f}×" for o in entry["others"])
-            others = others or "the only target priced"
-            cost = f"{entry['cost']:.4g}" + ("" if unit else f" {entry['unit']}")
-            rows.append((entry["load_level"], entry["cheapest"], cost, others))
-        else:
-            rows.append((entry["load_level"], "—", "n/a", notes.shorten(entry["note"])))
-    print_table(console, f"Cheapest target per load level ({unit or 'each cost in its unit'})",
-                ("load level", "cheapest", "cost",
-                                                                      "the others cost"), rows)
-    cells = []
-    for c in view.cells:
-        st = c.statuses
-        ok = f"{st.get('complete', 0)}/{len(c.repeats)}"
-        if c.cost is not None:
-            cost = figure_text(c.cost) + ("" if unit else f" {c.price_text}")
-        else:
-            cost = "n/a" if c.cost_note is None else notes.shorten(f"n/a: {c.cost_note}")
-        f = c.figures
-        cells.append((c.key, ok, figure_text(f.get("output_tokens_per_s")), figure_text(f.get("ttft_p50_ms")),
-                      figure_text(f.get("ttft_p99_ms")), figure_text(f.get("tpot_p50_ms")),
-                      figure_text(f.get("e2e_p99_ms")), cost))
-    columns = ("cell", "runs ok", "output tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "E2E p99",
-               f"cost ({unit or 'in its unit'})")
-    print_table(console, "Every cell (mean of its complete repeats ± 95 % interval; latencies in ms; --json "
-                "has every percentile)", columns, cells)
-    for target, front in view.fronts.items():
-        paragraph(console, ", ".join(front) if front else "no cell has both throughput and latency",
-                  lead=Text(f"Pareto front of {target} (throughput vs TPOT p50): ", style="bold"))
-    if detail:
-        repeats: list[tuple[str, ...]] = [
-            (c.key, str(r.repeat), str(r.status), str(r.attempts), r.run_id or "—",
-             notes.shorten(r.reason or "")) for c in view.cells for r in c.repeats]
-        print_table(console, "Cells × repeats", ("cell", "repeat", "status", "attempts", "run", "reason"),
-                    repeats)
-    notes.print(console)
-
-
-def _view(db: str | None, matrix_id: str) -> MatrixView:
-    from gpuledger.report.matrix import build_matrix_view
-    from gpuledger.store import open_store
-
-    with open_store(db) as store, err_console.status("reading the matrix…"):
-        return build_matrix_view(store, matrix_id)
-
-
-def report_matrix(db: str | None, matrix_id: str, *, json_out: bool, detail: bool = False) -> None:
-    """``gpuledger report --matrix ID`` (and ``matrix show ID`` with ``detail``)."""
-    view = _view(db, matrix_id)
-    if json_out:
-        print_json(view.to_dict())
-    else:
-        render_matrix(view, detail=detail)
-
-
 def matrix(
     plan: Annotated[str, typer.Argument(metavar="PLAN.yaml | show", help="The plan file (docs/matrix.md), or "
                                         "`show` and a matrix id.")],
@@ -339,7 +266,9 @@ def matrix(
             raise UsageError("gpuledger matrix show needs a matrix id (m-…)")
         if dry_run or resume is not None or emit is not None or index is not None:
             raise UsageError("--dry-run, --resume, --emit and --index are for a plan, not for show")
-        report_matrix(db, matrix_id, json_out=json_out, detail=True)
+        from gpuledger.cli.report_cmd import show_matrix
+
+        show_matrix(db, matrix_id, json_out=json_out)
         return
     if matrix_id is not None:
         raise UsageError(f"one plan file at a time (got {plan!r} and {matrix_id!r}); `gpuledger matrix show "

@@ -1,10 +1,11 @@
-"""``gpuledger report RUN [RUN ...] [--html FILE] [--md FILE] [--profile RUN=P ...] [--db] [--json]``."""
+"""``gpuledger report RUN [RUN ...] [--html FILE] [--md FILE] [--profile RUN=P ...] [--db] [--json]``, and
+``gpuledger report --matrix ID [--html FILE] [--md FILE] [--json]`` (a benchmark matrix: report/matrix.py)."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -12,6 +13,9 @@ from gpuledger.cli.common import DbOpt, JsonOpt, console, err_console, print_jso
 from gpuledger.cli.files import check_target, write_output
 from gpuledger.cli.groups import any_group, expand
 from gpuledger.errors import UsageError
+
+if TYPE_CHECKING:
+    from gpuledger.report.matrix import MatrixReport
 
 
 def parse_profiles(values: list[str] | None) -> dict[str, str]:
@@ -59,7 +63,8 @@ def report(
     matrix: Annotated[
         str | None,
         typer.Option("--matrix", help="A benchmark matrix (m-…, gpuledger matrix): every cell, each target's "
-                     "Pareto front, the cheapest target per load level (docs/matrix.md)."),
+                     "Pareto fronts (plotted with --html), the cheapest target per load level "
+                     "(docs/matrix.md)."),
     ] = None,
     db: DbOpt = None,
     json_out: JsonOpt = False,
@@ -68,13 +73,11 @@ def report(
     from gpuledger.report import build_report, render_html, render_markdown, render_terminal
     from gpuledger.store import open_store
 
-    if matrix is not None:  # a benchmark matrix (cli/matrix_cmd.py)
-        if runs or html is not None or md is not None or profile:
-            raise UsageError("--matrix reports a whole matrix on the terminal or as --json: give no run ids, "
-                             "--html, --md or --profile with it")
-        from gpuledger.cli.matrix_cmd import report_matrix
-
-        report_matrix(db, matrix, json_out=json_out)
+    if matrix is not None:  # a benchmark matrix (report/matrix.py)
+        if runs or profile:
+            raise UsageError("--matrix reports a whole matrix, each cell priced at its target's profile: "
+                             "give no run ids or --profile with it")
+        _matrix(db, matrix, html, md, json_out)
         return
     if not runs:
         raise UsageError("gpuledger report needs run ids (or --matrix MATRIX_ID)")
@@ -111,6 +114,58 @@ def report(
         sys.stdout.write(render_markdown(data))
     else:
         render_terminal(data, console)
+
+
+def read_matrix(db: str | None, matrix_id: str) -> MatrixReport:
+    """The matrix ``matrix_id`` (an id or unambiguous prefix) read, priced and ranked."""
+    from gpuledger.report.matrix import build_matrix_report
+    from gpuledger.store import open_store
+
+    with open_store(db) as store, err_console.status("reading the matrix…"):
+        return build_matrix_report(store, matrix_id)
+
+
+def show_matrix(db: str | None, matrix_id: str, *, json_out: bool) -> None:
+    """``gpuledger matrix show ID``: the matrix report and every cell × repeat (status, attempts, run)."""
+    from gpuledger.report import render_terminal
+    from gpuledger.report.matrix import matrix_page
+
+    report = read_matrix(db, matrix_id)
+    if json_out:
+        print_json(report.model_dump(mode="json"))
+    else:
+        render_terminal(matrix_page(report, detail=True), console)
+
+
+def _matrix(db: str | None, matrix_id: str, html: Path | None, md: str | None, json_out: bool) -> None:
+    """``report --matrix ID``: the cheapest target per load level, every cell, each target's Pareto fronts
+    (plotted in --html); --json prints the matrix's document and the files written."""
+    from gpuledger.report import render_html, render_markdown, render_terminal
+    from gpuledger.report.matrix import matrix_page
+
+    if md == "-" and json_out:
+        raise UsageError("--md - and --json both want stdout; write the Markdown to a file")
+    for target in (html, Path(md) if md is not None and md != "-" else None):
+        if target is not None:
+            check_target(target)  # refused before the matrix is read, not after
+    report = read_matrix(db, matrix_id)
+    page = matrix_page(report)
+    files: dict[str, str] = {}
+    if html is not None:
+        size = write_output(html, render_html(page))
+        files["html"] = str(html)
+        err_console.print(f"wrote {html} ({size / 1e6:.1f} MB, self-contained)", markup=False,
+                          highlight=False)
+    if md is not None and md != "-":
+        write_output(Path(md), render_markdown(page))
+        files["md"] = md
+        err_console.print(f"wrote {md}", markup=False, highlight=False)
+    if json_out:
+        print_json({**report.model_dump(mode="json"), "files": files})
+    elif md == "-":
+        sys.stdout.write(render_markdown(page))
+    else:
+        render_terminal(page, console)
 
 
 def register(app: typer.Typer) -> None:

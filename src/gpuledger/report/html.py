@@ -296,7 +296,8 @@ def report_main(data: ReportData) -> str:
     if not lead:
         rest = data.sections
     body = "".join(_section(s) for s in rest)
-    return f"{lead}<ul>{runs}</ul><nav><strong>Contents</strong><ol>{toc}</ol></nav>{body}"
+    listed = f"<ul>{runs}</ul>" if runs else ""  # a page of its own document (a matrix) lists no runs
+    return f"{lead}{listed}<nav><strong>Contents</strong><ol>{toc}</ol></nav>{body}"
 
 
 def render_html(data: ReportData) -> str:

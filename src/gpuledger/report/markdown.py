@@ -89,7 +89,8 @@ def render_markdown(data: ReportData) -> str:
             f"- **{md_escape(r.name)}**: id {md_escape(r.id)}, model {md_escape(r.model or '—')}, "
             f"engine {md_escape(r.engine or '—')}, status {md_escape(r.status)}"
         )
-    lines.append("")
+    if data.runs:
+        lines.append("")
     for s in data.sections:
         lines.extend(_section(s))
     return "\n".join(lines).rstrip() + "\n"

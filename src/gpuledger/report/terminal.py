@@ -98,7 +98,7 @@ def render_terminal(data: ReportData, console: Console) -> None:
                 )
                 for t in tables
             ]
-        if not tables and not s.not_measured:
+        if not tables and not s.not_measured and not (s.terminal_notes and s.notes):
             continue
         console.print()
         console.rule(Text(s.title, style="bold"), align="left")
