@@ -5,14 +5,13 @@ from __future__ import annotations
 import math
 import re
 from datetime import UTC, datetime
-from typing import Any
 
 MISSING = "—"
 # A cell that holds a number (or "a / b"): right-aligned by the renderers.
 NUMERIC = re.compile(r"^[-+]?[\d,]*\.?\d+(e[-+]?\d+)?( / [-+]?[\d,]*\.?\d+(e[-+]?\d+)?)?$")
 
 
-def num(value: Any, digits: int = 3) -> str:
+def num(value: object, digits: int = 3) -> str:
     """A number for a table cell: ``digits`` significant figures, thousands separated, no
     exponent for everyday magnitudes; ``—`` for missing values (the table's note says why)."""
     if value is None or isinstance(value, bool):
@@ -34,7 +33,7 @@ def num(value: Any, digits: int = 3) -> str:
     return f"{x:,.{decimals}f}"  # thousands separated also when rounding reaches 1,000
 
 
-def pct(ratio: Any) -> str:
+def pct(ratio: object) -> str:
     """A 0..1 ratio as a percentage with one decimal."""
     if ratio is None or isinstance(ratio, bool) or not isinstance(ratio, int | float):
         return MISSING
@@ -43,7 +42,7 @@ def pct(ratio: Any) -> str:
     return f"{ratio * 100:.1f}"
 
 
-def gib(n_bytes: Any) -> str:
+def gib(n_bytes: object) -> str:
     if n_bytes is None or isinstance(n_bytes, bool) or not isinstance(n_bytes, int | float):
         return MISSING
     return num(n_bytes / 2**30)
@@ -57,7 +56,7 @@ def when(dt: datetime | None) -> str:
     return dt.strftime("%Y-%m-%d %H:%M:%S")
 
 
-def text(value: Any) -> str:
+def text(value: object) -> str:
     """Any stored value as one line of text (user-controlled: renderers escape it)."""
     if value is None:
         return MISSING
