@@ -169,9 +169,9 @@ def cell_task(loaded: LoadedPlan, matrix_id: str, db: str, cell: Cell, repeat: i
     """The task of a cell at one repeat. ``secrets_from_env``: it crosses to another process through a
     file (Slurm, Kubernetes), so it carries the store URL redacted and names the variables that hold the
     store's and the server's secrets where it runs (``matrix_cell.from_environment``)."""
-    spec = dump_spec(cell.spec(label=f"{matrix_id} {cell.key}"))  # its base URL redacted
-    if not secrets_from_env and has_secret(cell.target.base_url):
-        spec = {**spec, "base_url": cell.target.base_url}  # in memory only, like the store's URL
+    # In memory (Ray, this process) the spec keeps its URL's credentials, like the store's URL; through a
+    # file its URL is redacted and the cell takes it from url_env where it runs.
+    spec = dump_spec(cell.spec(label=f"{matrix_id} {cell.key}"), keep_secrets=not secrets_from_env)
     task = CellTask(db, matrix_id, cell.key, repeat, loaded.repeat, group_id(matrix_id, cell.key), spec,
                     tuple(cell.target.telemetry_from), cell.workers)
     if secrets_from_env:

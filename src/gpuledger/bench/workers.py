@@ -302,7 +302,7 @@ class WorkerPool:
         n = len(self.members)
         caps = [sh.stage.in_flight() for st in stages for sh in split_stage(st, None, n, 0, 0)]
         cap = None if not caps or None in caps else max(c for c in caps if c is not None)
-        doc = dump_spec(spec)
+        doc = dump_spec(spec, keep_secrets=True)  # to this run's own load processes: the URL whole
         identities = await asyncio.gather(*(m.link.open(doc, prompts, cap, api_key) for m in self.members))
         here, boot = socket.gethostname(), boot_id()
         for m, identity in zip(self.members, identities, strict=True):

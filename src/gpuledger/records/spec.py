@@ -48,7 +48,7 @@ from gpuledger.records.load import (
     TraceLoad,
     TraceStage,
 )
-from gpuledger.records.specbase import SpecError, SpecModel, finite_positive
+from gpuledger.records.specbase import KEEP_SECRETS, SpecError, SpecModel, finite_positive
 from gpuledger.records.workloads import workload_problem
 
 if TYPE_CHECKING:
@@ -407,12 +407,15 @@ def load_spec(
     return spec
 
 
-def dump_spec(spec: BenchSpec | None, *, stored: bool = False) -> dict[str, Any]:
+def dump_spec(spec: BenchSpec | None, *, stored: bool = False, keep_secrets: bool = False) -> dict[str, Any]:
     """The spec as JSON types: the fields that were set, ``kind`` when the engine's name does not say it,
-    and (``stored=True``) the schema marker the store keeps."""
+    and (``stored=True``) the schema marker the store keeps. The server URL is redacted unless
+    ``keep_secrets`` (a document that stays with the run in memory: its own load processes, a matrix
+    cell run in memory; ``records.specbase``)."""
     if spec is None:
         return {}
-    out = spec.model_dump(mode="json", exclude_unset=True, by_alias=True)
+    context = {KEEP_SECRETS: True} if keep_secrets and not stored else None
+    out = spec.model_dump(mode="json", exclude_unset=True, by_alias=True, context=context)
     if spec.KIND and kind_of_engine(spec.engine) is not type(spec):
         out = {KIND_KEY: spec.KIND, **out}
     if stored:
@@ -422,8 +425,9 @@ def dump_spec(spec: BenchSpec | None, *, stored: bool = False) -> dict[str, Any]
 
 def settled(spec: S) -> S:
     """``spec`` with every field it holds marked as set (a new run's spec dumps all of them), except the
-    optional records that are None (``like``)."""
-    data = spec.model_dump(by_alias=True)
+    optional records that are None (``like``). Its server URL keeps its credentials: the run's requests
+    are made from this spec."""
+    data = spec.model_dump(by_alias=True, context={KEEP_SECRETS: True})
     if spec.like is None:
         data.pop("like", None)
     return type(spec).model_validate(data)

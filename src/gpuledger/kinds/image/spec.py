@@ -11,6 +11,7 @@ from pydantic import Field
 
 from gpuledger.records.load import ConcurrencyStage, Stage
 from gpuledger.records.spec import BenchSpec, SpecModel
+from gpuledger.records.specbase import SecretUrl
 
 if TYPE_CHECKING:
     from gpuledger.records.request import RequestRecord
@@ -35,7 +36,7 @@ class ImageSpec(BenchSpec):
 
     # what to run
     model: str | None = None
-    base_url: str | None = None
+    base_url: SecretUrl | None = None  # redacted in every dump (records.specbase)
     workflow: str | None = None  # ComfyUI: the workflow file's path as given
     workflow_sha256: str | None = None
     node_overrides: list[NodeOverride] | None = None

@@ -20,7 +20,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, ClassVar, Self
 
-from pydantic import ConfigDict, Field, ValidationInfo, field_serializer, model_validator
+from pydantic import ConfigDict, Field, ValidationInfo, model_validator
 
 from gpuledger.kinds.text.summary import TextGenerationSummary
 from gpuledger.records.load import BatchStage, ConcurrencyStage, LoadSpec, Stage, SweepLoad, TraceLoad
@@ -35,24 +35,24 @@ from gpuledger.records.spec import (
     register_upgrade,
     slo_problem,
 )
-from gpuledger.records.specbase import finite_positive
+from gpuledger.records.specbase import SecretUrl, finite_positive
 from gpuledger.records.torchspec import (
     WARMUP_OUTPUT_TOKENS,
     GenerationSettings,
     MemoryEstimate,
     TorchModelSpec,
 )
-from gpuledger.urls import redact_url
 
 
 class ServerSpec(BenchSpec):
-    """A run against an inference server (``openai``, ``ollama``). ``base_url`` is stored redacted
-    (``user:***@``); the API key itself is never part of the spec, only the variable holding it."""
+    """A run against an inference server (``openai``, ``ollama``). ``base_url`` is kept whole (the run's
+    requests use its credentials) and every dump shows it redacted (``user:***@``; ``records.specbase``);
+    the API key itself is never part of the spec, only the variable holding it."""
 
     KIND: ClassVar[str] = "server"
     LEGACY_ENGINES: ClassVar[tuple[str, ...]] = ("openai", "ollama")
 
-    base_url: str | None = None
+    base_url: SecretUrl | None = None
     model: str | None = None
     endpoint: str | None = None
     dataset: DatasetSpec | None = None
@@ -71,10 +71,6 @@ class ServerSpec(BenchSpec):
     model_architecture: ModelArchitecture | None = None
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    @field_serializer("base_url")
-    def _redacted(self, url: str | None) -> str | None:
-        return None if url is None else redact_url(url)
 
     @model_validator(mode="after")
     def _flags(self, info: ValidationInfo) -> Self:
