@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import tracemalloc
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -292,3 +293,33 @@ def test_two_imports_into_one_run_at_once_both_land(tmp_path: Path) -> None:
         racing.store.close()
     assert sorted(devices) == ["nvidia:0@node1", "nvidia:0@node2"]
     assert sources == {"nvidia-smi log node1.csv", "nvidia-smi log node2.csv"}
+
+
+@pytest.mark.postgres
+def test_imports_of_every_node_at_once_all_land_on_postgresql(
+        tmp_path: Path, pg_fresh_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPULEDGER_DB", pg_fresh_url)
+    run_id = stored_run()
+    racing = _Interleaved(nvidia_smi_log(tmp_path / "node2.csv", {0: sine}))
+    try:
+        import_log(racing, run_id, nvidia_smi_log(tmp_path / "node1.csv", {0: sine}))  # type: ignore[arg-type]
+    finally:
+        racing.store.close()
+    logs_ = [nvidia_smi_log(tmp_path / f"node{n}.csv", {0: sine, 1: sine}) for n in range(3, 7)]
+
+    def one(log: Path) -> None:
+        store = open_store(None)
+        try:
+            import_log(store, run_id, log)
+        finally:
+            store.close()
+
+    with ThreadPoolExecutor(max_workers=4) as pool:  # four imports into one run, each in its transaction
+        list(pool.map(one, logs_))
+    store = open_store(None)
+    try:
+        devices = sorted(d["device"] for d in store.get_run(run_id).telemetry_summary)
+    finally:
+        store.close()
+    assert devices == sorted(["nvidia:0@node1", "nvidia:0@node2",
+                              *(f"nvidia:{g}@node{n}" for n in range(3, 7) for g in (0, 1))])
