@@ -165,9 +165,9 @@ def test_long_telemetry_is_averaged_into_at_most_1200_points_and_says_so(store: 
 def test_itl_plot_subsamples_requests_past_its_budget_and_says_so(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import gpuledger.report.build as build
+    import gpuledger.kinds.text.report.latency as latency
 
-    monkeypatch.setattr(build, "ITL_GAP_BUDGET", 310)
+    monkeypatch.setattr(latency, "ITL_GAP_BUDGET", 310)
     run = make_run(store, synth_requests(100, output_tokens=32), label="big")
     data = build_report(store, [run])
     itl = next(f for f in data.section("latency").figures if f.key == "cdf_itl_ms")

@@ -70,6 +70,7 @@ from gpuledger.engines.server_metrics import STATE_SERIES
 from gpuledger.errors import EngineError, GpuledgerError, Interrupted
 from gpuledger.kinds.text.spec import ServerSpec
 from gpuledger.records import BenchSpec, RunInfo, RunStatus
+from gpuledger.records.run import LEGACY_UNIT, unit_of_run
 from gpuledger.records.spec import DatasetSpec, Stage
 from gpuledger.urls import redact_url
 from gpuledger.workload.prompts import Prompts
@@ -282,7 +283,7 @@ async def _run(run: _Run) -> RunInfo:
             engine=spec.engine or engine.name,
             model=str(getattr(engine, "model", None) or getattr(spec, "model", None) or ""),
             base_url=_display_url(engine),
-            unit="token",
+            unit=unit_of_run(None, spec) or LEGACY_UNIT,  # the unit of the spec's kind: image, training_token
             workload=_workload(spec, source.meta, warmup_result, run.hooks.workload),
             config=spec,
             server=server.to_dict(),

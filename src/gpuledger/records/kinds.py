@@ -46,7 +46,8 @@ class UnknownKind(LookupError):
 class WorkloadKind:
     """One workload. ``name`` is what ``--task`` takes; ``summary_kinds`` the ``KIND`` of every summary class
     its runs store, ``spec_kinds`` those of its specs; ``unit`` the unit its runs are stored in
-    (``RunInfo.unit``, the headline of its summaries); ``order`` its place in lists (``--task``'s choices)."""
+    (``RunInfo.unit``: ``image``, ``training_token``; text generation's ``token``, what its runs always
+    stored); ``order`` its place in lists (``--task``'s choices)."""
 
     name: str
     about: str

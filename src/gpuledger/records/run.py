@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from gpuledger.records.environment import Environment, load_environment
+from gpuledger.records.kinds import kind_of_spec, kind_of_summary
 from gpuledger.records.spec import BenchSpec, load_spec
 from gpuledger.records.summary import RunSummary
 
@@ -29,6 +30,19 @@ RUN_STATUSES: tuple[RunStatus, ...] = ("running", "complete", "incomplete", "fai
 CLIENT_CORE_WARNING = "of one CPU core during the window"
 CPU_BUSY_WARNING = "the CPU is busy"
 NOISE_WARNINGS = (CLIENT_CORE_WARNING, CPU_BUSY_WARNING)
+# The unit every run was stored in before the workload kinds (image and training runs too), and still that
+# of text generation's runs (``kinds/text``: what their documents have always said).
+LEGACY_UNIT = "token"
+
+
+def unit_of_run(summary: RunSummary | None, config: BenchSpec) -> str | None:
+    """The unit a run is stored in: its workload kind's (``WorkloadKind.unit``: ``image``,
+    ``training_token``, ``token`` for text generation), the kind found by its summary, else its spec;
+    None for a run of no registered kind."""
+    kind = kind_of_summary(summary.kind) if summary is not None else None
+    if kind is None:
+        kind = kind_of_spec(config.kind)
+    return kind.unit if kind is not None else None
 
 
 @dataclass(slots=True)
@@ -49,7 +63,8 @@ class RunInfo:
     here is read as a stored one: ``records.spec.load_spec``); ``environment`` the typed stack fingerprint
     (a mapping given here is read with ``records.environment.load_environment``). ``summary`` is the cached
     output of the metrics functions (``None`` until the run is summarised) and can be recomputed from the
-    requests at any time."""
+    requests at any time. ``unit`` is the unit of its workload kind (``unit_of_run``); a run stored before
+    the kinds with ``"token"`` whatever it measured reads in its kind's unit (an image run as ``image``)."""
 
     id: str
     label: str = ""
@@ -59,7 +74,7 @@ class RunInfo:
     engine: str = ""
     model: str = ""
     base_url: str | None = None
-    unit: str = "token"
+    unit: str = LEGACY_UNIT
     workload: dict[str, Any] = field(default_factory=dict)
     config: BenchSpec = field(default_factory=BenchSpec)
     environment: Environment = field(default_factory=Environment)
@@ -78,6 +93,8 @@ class RunInfo:
         config: object = self.config
         if isinstance(config, Mapping):
             self.config = load_spec(config, self.engine, workload=self.workload, summary=self.summary)
+        if self.unit == LEGACY_UNIT:
+            self.unit = unit_of_run(self.summary, self.config) or LEGACY_UNIT
 
 
 @dataclass(slots=True)

@@ -3,8 +3,10 @@
 Everything here is recomputed from stored data: the run header and its cached summary, the
 per-request timings (for the latency distributions), the telemetry samples (for power and
 utilisation over time), the doctor runs (setup-labour ledger) and the cost model. A part that
-cannot be shown says so and why, in the section's ``not_measured`` lines. Each section is built by
-its own module under ``gpuledger.report.sections``; this module reads the runs and puts them in order.
+cannot be shown says so and why, in the section's ``not_measured`` lines. The sections every run has
+are built by their modules under ``gpuledger.report.sections``; each kind the runs are of adds its own,
+from its ``report`` facet (``report.kinds``), given only its runs. A section that cannot apply to a kind
+is not drawn. This module reads the runs and puts the sections in order.
 """
 
 from __future__ import annotations
@@ -16,29 +18,19 @@ from datetime import UTC, datetime
 from gpuledger import __version__
 from gpuledger.bench.metrics import summarize_run
 from gpuledger.errors import UsageError
-from gpuledger.records import RequestRecord, RunInfo, RunSummary, dump_summary
+from gpuledger.records import RequestRecord, RunInfo, RunSummary
 from gpuledger.report import costs as cost_part
-from gpuledger.report import serverstate as state_part
 from gpuledger.report.headline import answer_section
+from gpuledger.report.kinds import ReportOptions, kind_sections, report_of
 from gpuledger.report.model import ReportNumbers, RunNumbers, RunRef, RunReport, ThroughputPoint
 from gpuledger.report.sections.base import ProgressFn, ReportStore, RunData
 from gpuledger.report.sections.environment import environment_section
 from gpuledger.report.sections.how import how_measured_section
-from gpuledger.report.sections.images import images_section
 from gpuledger.report.sections.labour import labour_section
-from gpuledger.report.sections.latency import latency_section
 from gpuledger.report.sections.overview import overview_section
-from gpuledger.report.sections.server_state import no_server_state, server_state_section
 from gpuledger.report.sections.telemetry import telemetry_section
-from gpuledger.report.sections.throughput import throughput_section
-from gpuledger.report.sections.training import training_section
-from gpuledger.report.series import stride_for
 
-__all__ = ["ITL_GAP_BUDGET", "ProgressFn", "ReportStore", "RunData", "build_report"]
-
-# At most this many per-token gaps are drawn in the ITL distribution; beyond it, every k-th
-# request is taken (the table's percentiles still come from all requests, via the summary).
-ITL_GAP_BUDGET = 200_000
+__all__ = ["ProgressFn", "ReportStore", "RunData", "build_report"]
 
 
 def build_report(
@@ -71,13 +63,12 @@ def build_report(
     runs: list[RunData] = []
     for info, ref in zip(infos, refs, strict=True):
         say(f"reading run {info.id}")
-        # A finalised run's numbers come from its stored summary; the per-token (ITL) plot then needs
-        # chunk times for a systematic sample of requests only, which keeps 100k-request runs fast.
-        every = stride_for(_expected_gaps(info), ITL_GAP_BUDGET) if info.summary else 1
+        # A finalised run's numbers come from its stored summary: its kind says how many requests' chunk
+        # times its sections need (text generation's ITL plot: a systematic sample of a 100k-request run).
+        every = report_of(info).request_stride(info) if info.summary else 1
         requests = store.get_requests(info.id, chunks_every=every)
         telemetry = store.get_telemetry(info.id)
         typed, summary_source = _summary(info, requests)
-        summary = dump_summary(typed)
         # What the sections and the cost part read: the stored summary, or the one recomputed now.
         info = replace(info, summary=typed)
         n_acc, acc_note = _accelerators(info)
@@ -85,7 +76,6 @@ def build_report(
             RunData(
                 info=info,
                 ref=ref,
-                summary=summary,
                 summary_source=summary_source,
                 requests=requests,
                 telemetry=telemetry,
@@ -101,23 +91,13 @@ def build_report(
     costs = cost_part.cost_runs(runs, doctor_runs)
 
     say("assembling sections")
-    throughput = throughput_section(runs)
-    server_state = server_state_section(runs)
-    if server_state is None:
-        # No run records the server's view: one line says why, where the section would have been.
-        throughput = throughput.model_copy(
-            update={"not_measured": (*throughput.not_measured, no_server_state(runs))}
-        )
-    # The answer first; the environment (dozens of rows, no money) folded at the end.
+    # The answer first; each kind's own sections after the cost (in the registry's order of the kinds);
+    # the environment (dozens of rows, no money) folded at the end.
     sections = (
         answer_section(runs, costs),
         overview_section(runs),
         cost_part.cost_section(runs, costs),
-        latency_section(runs, ITL_GAP_BUDGET),
-        throughput,
-        *((image,) if (image := images_section(runs, images=images)) is not None else ()),
-        *((train,) if (train := training_section(runs)) is not None else ()),
-        *((server_state,) if server_state is not None else ()),
+        *kind_sections(runs, ReportOptions(images=images)),
         telemetry_section(runs),
         labour_section(runs, doctor_runs),
         how_measured_section(runs),
@@ -217,21 +197,11 @@ def _accelerators(info: RunInfo) -> tuple[int, str]:
     return 1, "no GPU in the run's telemetry or environment: throughput is per machine (a CPU run)"
 
 
-def _expected_gaps(info: RunInfo) -> int:
-    """Token gaps a finalised run holds, from its summary (output tokens − one per request)."""
-    summary = info.summary
-    if summary is None:
-        return 0
-    w = summary.work().get(summary.headline())
-    n = summary.num_ok or info.num_requests
-    return max(0, int(w.count) - int(n)) if w is not None else 0
-
-
 def _run_numbers(r: RunData, costs: cost_part.Costs) -> RunNumbers:
     """The figures of one run: its typed summary, telemetry summary, throughput points and price; the
     server's state over the window (``RunInfo.server.state``) and where the workload came from
     (``RunInfo.config.like``) only for runs that record them."""
-    state = state_part.state_of(r.info)
+    state = r.info.server.get("state") if isinstance(r.info.server, Mapping) else None
     return RunNumbers(
         id=r.info.id,
         name=r.ref.name,
@@ -244,6 +214,6 @@ def _run_numbers(r: RunData, costs: cost_part.Costs) -> RunNumbers:
         ),
         cost=costs.numbers(r.info.id),
         cost_error=costs.errors.get(r.info.id),
-        server_state=dict(state) if state is not None else None,
+        server_state=dict(state) if isinstance(state, Mapping) else None,
         workload_like=r.info.config.like,
     )

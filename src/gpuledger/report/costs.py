@@ -118,7 +118,7 @@ def cost_section(runs: Sequence[RunData], costs: Costs) -> Section:
                     notes.append(f"{a} vs {b} — warning: {fmt.text(w)}")
         else:
             missing.append(f"comparison: {costs.comparison_error}")
-    what = _units_in_words([c for _, c in priced])
+    what = _units_in_words(runs)
     return Section(
         key="cost",
         title="Cost",
@@ -132,9 +132,11 @@ def cost_section(runs: Sequence[RunData], costs: Costs) -> Section:
     )
 
 
-def _units_in_words(costs: Sequence[RunCost]) -> str:
-    words = sorted({c.inputs.unit(c.headline).plural for c in costs})
-    return ", ".join(words) if words else "tokens"
+def _units_in_words(runs: Sequence[RunData]) -> str:
+    """The headline units of the runs (``output tokens``, ``images``), priced or not."""
+    summaries = [s for r in runs if (s := r.info.summary) is not None and s.headline()]
+    words = sorted({s.unit(s.headline()).plural for s in summaries})
+    return ", ".join(words) if words else "none measured"
 
 
 def _price_heading(info: UnitInfo) -> str:

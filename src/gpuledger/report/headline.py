@@ -2,10 +2,12 @@
 figures beside it, and a short "why" — before any table.
 
 For a run: the price of its headline unit at the priced operating point (and its other price units), the
-key measured figures (output tok/s, TTFT and TPOT p50/p99 for inference), power and energy per unit — or
-why not — and the profile; why: the largest hourly cost component with its share, the operating-point rule
-of a sweep, what makes the figure noisy or estimated, and the input that moves the answer most (the top row
-of the run's sensitivity). For a comparison: the ratio first, with its decomposition.
+key measured figures of its kind (its ``report`` facet's ``answer_facts``: output tok/s, TTFT and TPOT
+p50/p99 for inference; images/s and s/image for image generation; training tok/s, step time and MFU for
+training), power and energy per unit — or why not — and the profile; why: the largest hourly cost component
+with its share, the operating-point rule of a sweep, what makes the figure noisy or estimated, the kind's
+own why lines (``answer_why``), and the input that moves the answer most (the top row of the run's
+sensitivity). For a comparison: the ratio first, with its decomposition.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from gpuledger.records.validity import Verdict
 from gpuledger.report import fmt
 from gpuledger.report.costs import Costs
 from gpuledger.report.groups import group_answer, group_comparison_answer, groups_in
+from gpuledger.report.kinds import report_of, report_of_summary
 from gpuledger.report.model import Answer, Section, Table
 from gpuledger.report.sections.base import RunData
 from gpuledger.report.verdict import verdict_fact, verdict_table, verdict_why
@@ -114,16 +117,9 @@ def _noise(info: RunInfo) -> list[str]:
 
 
 def _facts(summary: RunSummary, estimate: bool = False) -> list[tuple[str, str]]:
-    """The summary's key figures as facts; of an ``estimate`` (a summary scaled to another GPU), only the
-    figures it carries, each marked an estimate."""
-    facts: list[tuple[str, str]] = []
-    for label, q in summary.key_figures():
-        if q.value is None:
-            if not estimate:
-                facts.append((label, f"n/a — {q.reason}"))
-        else:
-            facts.append((label, f"{fmt.num(q.value)} {q.unit} ({'estimate' if estimate else q.source})"))
-    return facts
+    """The key facts of the summary's kind (its ``report`` facet); of an ``estimate`` (a summary scaled to
+    another GPU), only the figures it carries, each marked an estimate."""
+    return report_of_summary(summary).answer_facts(summary, estimate)
 
 
 def cost_answer(
@@ -187,6 +183,7 @@ def measured_answer(
     header; ``verdict``: one the caller already has), its worst checks among the why lines."""
     title = name or info.label.strip() or info.id
     summary = info.summary
+    kind = report_of(info)
     if summary is None or not summary.headline():
         reasons = {
             "running": "still running",
@@ -196,7 +193,7 @@ def measured_answer(
         return Answer(
             title=title,
             headline=f"no measurement — {reasons.get(info.status, 'no summary stored')}",
-            facts=(("requests stored", fmt.num(info.num_requests)),),
+            facts=((f"{kind.items} stored", fmt.num(info.num_requests)),),
         )
     op = None
     verdict = verdict if verdict is not None else run_verdict(info, records)
@@ -225,14 +222,12 @@ def measured_answer(
         origin = summary.origin()
         subline = origin.label if origin is not None else "over the measured window"
     facts = [verdict_fact(verdict), *_facts(priced)[1:]]
-    ok, failed = getattr(priced, "num_ok", None), getattr(priced, "num_failed", None)
-    if isinstance(ok, int) and isinstance(failed, int):
-        facts.append(("requests ok / failed", f"{ok:,} / {failed:,}"))
+    facts.append((f"{kind.items} ok / failed", f"{priced.num_ok:,} / {priced.num_failed:,}"))
     efficiency = run_efficiency(info, priced)
     if efficiency.applies:
         facts.append(("MBU / MFU", efficiency.text()))
     facts.append(("price", f"not priced here — gpuledger cost {info.id} [--profile NAME]"))
-    why.extend(summary.fidelity_notes())
+    why.extend(kind.answer_why(summary))
     why.extend(_noise(info))
     return Answer(
         title=title, headline=headline, subline=subline, facts=tuple(facts), why=tuple(why[:MAX_WHY])

@@ -1,15 +1,24 @@
-"""The image-generation section (runs whose summary is ``image_generation``): seconds per image, images per
-minute, denoising steps per second, the time of each stage, ComfyUI's node classes, and a contact sheet of
-the thumbnails the run kept (downscaled PNGs, embedded as ``data:`` URIs; ``--no-images`` leaves them out)."""
+"""The image kind's ``report`` facet (``REPORT``): what a report shows of image-generation runs.
+
+Its section: seconds per image, images per minute, denoising steps per second, the time of each stage,
+ComfyUI's node classes, and a contact sheet of the thumbnails the run kept (downscaled PNGs, embedded as
+``data:`` URIs; ``--no-images`` leaves them out). Its columns of the overview (requests, images, images per
+second and per minute) and of how measured (the engine, what one image was); the answer's key facts are the
+summary's (``ImageSummary.key_figures``: images/s, s/image percentiles, denoising it/s).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from gpuledger.kinds.image.summary import ImageSummary
 from gpuledger.report import fmt
+from gpuledger.report.kinds import KindReport, ReportOptions, counts_cells
 from gpuledger.report.model import Section, Table, Thumb
 from gpuledger.report.sections.base import RunData
+
+ITEMS = "requests"
 
 DEFINITIONS = (
     (
@@ -41,8 +50,9 @@ DEFINITIONS = (
 )
 
 
-def images_section(runs: list[RunData], *, images: bool = True) -> Section | None:
+def images_section(runs: Sequence[RunData], options: ReportOptions) -> Section | None:
     """The section, or None when no run generated images."""
+    images = options.images
     own = [(r, r.info.summary) for r in runs if isinstance(r.info.summary, ImageSummary)]
     if not own:
         return None
@@ -156,3 +166,43 @@ def images_section(runs: list[RunData], *, images: bool = True) -> Section | Non
         notes=tuple(notes),
         definitions=DEFINITIONS,
     )
+
+
+def _summary(r: RunData) -> ImageSummary | None:
+    s = r.info.summary
+    return s if isinstance(s, ImageSummary) else None
+
+
+def overview_cells(r: RunData) -> dict[str, str]:
+    """Requests, the window, the images and their rates."""
+    s = _summary(r)
+    return {
+        **counts_cells(r, ITEMS),
+        "images": fmt.num(s.images_total if s is not None else None),
+        "images/s": fmt.num(s.images_per_s if s is not None else None),
+        "images/min": fmt.num(s.images_per_min if s is not None else None),
+        "req/s": fmt.num(s.requests_per_s if s is not None else None),
+    }
+
+
+def how_cells(r: RunData) -> dict[str, str]:
+    """What one image was and which engine timed it."""
+    s = _summary(r)
+    return {
+        "images of": fmt.text(s.workload_text() or None) if s is not None else fmt.MISSING,
+        "timed by": fmt.text((s.engine if s is not None else None) or r.info.engine),
+    }
+
+
+REPORT = KindReport(
+    name="image",
+    sections=(images_section,),
+    overview=overview_cells,
+    overview_note="Counts and rates over the measured window (first request sent → last one finished, "
+    "warm-up excluded); images as the engine returned them (a request is one batch).",
+    how=how_cells,
+    how_note="Images and denoising steps as the engine reported them (docs/image.md).",
+    items=ITEMS,
+)
+
+__all__ = ["DEFINITIONS", "REPORT", "how_cells", "images_section", "overview_cells"]

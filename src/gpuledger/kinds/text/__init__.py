@@ -7,7 +7,9 @@ KIND = WorkloadKind(
     name="text",
     about="LLM inference: a server (openai, ollama) or in-process PyTorch (torch)",
     package=__name__,
-    unit="output_token",
+    # What RunInfo.unit of a text run has always said (every document of one pins it); its summaries'
+    # headline unit is output_token (TextGenerationSummary.HEADLINE).
+    unit="token",
     summary_kinds=("text_generation", "published_inference"),
     spec_kinds=("server", "torch"),
     order=1,

@@ -1,16 +1,26 @@
-"""The training section (runs whose summary is ``training``): training tokens per second, the step time and
-its phases, the loss, MFU or why not, the memory the run estimated against what the allocator saw — and two
-plots over the steps, the loss and the step time, from the runs' step records (every step; the stored curve
-of the summary when the records are not there)."""
+"""The train kind's ``report`` facet (``REPORT``): what a report shows of training runs.
+
+Its section: training tokens per second, the step time and its phases, the loss, MFU or why not, the memory
+the run estimated against what the allocator saw — and two plots over the steps, the loss and the step
+time, from the runs' step records (every step; the stored curve of the summary when the records are not
+there). Its columns of the overview (steps, training tokens per second, steps per second) and of how
+measured (what was trained, the ranks); the answer's key facts are the summary's
+(``TrainingSummary.key_figures``: training tokens/s, step time, MFU).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from gpuledger.kinds.train.spec import TrainSpec
 from gpuledger.kinds.train.summary import TrainingSummary, step_of
 from gpuledger.report import fmt
+from gpuledger.report.kinds import KindReport, ReportOptions, counts_cells
 from gpuledger.report.model import Figure, Section, Table
 from gpuledger.report.sections.base import RunData, line_mode, xy_series
 from gpuledger.report.series import bucket_means
+
+ITEMS = "steps"
 
 DEFINITIONS = (
     ("training token", "one token of one training sequence, every rank counted: sequences × sequence length"),
@@ -58,7 +68,7 @@ def _downsampled(points: list[tuple[float, float]]) -> list[tuple[float, float]]
     return list(zip(x, y, strict=True))
 
 
-def training_section(runs: list[RunData]) -> Section | None:
+def training_section(runs: Sequence[RunData], options: ReportOptions) -> Section | None:
     """The section, or None when no run trained."""
     own = [(i, r, r.info.summary) for i, r in enumerate(runs) if isinstance(r.info.summary, TrainingSummary)]
     if not own:
@@ -156,3 +166,43 @@ def training_section(runs: list[RunData]) -> Section | None:
         not_measured=tuple(missing),
         definitions=DEFINITIONS,
     )
+
+
+def _summary(r: RunData) -> TrainingSummary | None:
+    s = r.info.summary
+    return s if isinstance(s, TrainingSummary) else None
+
+
+def overview_cells(r: RunData) -> dict[str, str]:
+    """Steps, the window, the training tokens and the rates."""
+    s = _summary(r)
+    return {
+        **counts_cells(r, ITEMS),
+        "training tokens": fmt.num(s.tokens_total if s is not None else None),
+        "training tok/s": fmt.num(s.training_tokens_per_s if s is not None else None),
+        "steps/s": fmt.num(s.steps_per_s if s is not None else None),
+    }
+
+
+def how_cells(r: RunData) -> dict[str, str]:
+    """What was trained, and over how many ranks."""
+    s = _summary(r)
+    return {
+        "trained": fmt.text(s.workload_text() or None) if s is not None else fmt.MISSING,
+        "ranks": fmt.num(s.world_size if s is not None else None),
+    }
+
+
+REPORT = KindReport(
+    name="train",
+    sections=(training_section,),
+    overview=overview_cells,
+    overview_note="Counts and rates over the measured window (first measured step's start → last step's end, "
+    "warm-up steps excluded); training tokens = sequences × sequence length, every rank counted.",
+    how=how_cells,
+    how_note="Training tokens: sequences × sequence length over every rank, counted by the engine "
+    "(docs/train.md).",
+    items=ITEMS,
+)
+
+__all__ = ["DEFINITIONS", "REPORT", "how_cells", "overview_cells", "training_section"]

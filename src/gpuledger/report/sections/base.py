@@ -1,29 +1,16 @@
 """What every report section reads: one run with everything read for it (:class:`RunData`), the part of
-the store a report reads, and the small helpers the sections share (tables from rows, series, numbers
-and stages out of a summary document)."""
+the store a report reads, and the small helpers the sections share (tables from rows, series, numbers)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from gpuledger.records import BenchSpec, DoctorRunRecord, RequestRecord, RunInfo, TelemetrySample
+from gpuledger.records import DoctorRunRecord, RequestRecord, RunInfo, TelemetrySample
+from gpuledger.report import fmt
 from gpuledger.report.model import RunRef, Series, SeriesDash, SeriesMode, Table
-
-LATENCY_METRICS: tuple[tuple[str, str], ...] = (
-    ("ttft_ms", "TTFT"),
-    ("tpot_ms", "TPOT"),
-    ("itl_ms", "ITL"),
-    ("e2e_ms", "E2E"),
-)
-
-
-# The latency table's columns: the stored summary's keys of each metric's block.
-LATENCY_STATS = ("mean", "p50", "p90", "p95", "p99", "std", "min", "max", "n")
-
 
 ACCELERATOR_VENDORS = ("nvidia", "amd")
 
@@ -51,7 +38,6 @@ class RunData:
 
     info: RunInfo
     ref: RunRef
-    summary: dict[str, Any]  # the typed summary's document (dump_summary), for the tables
     summary_source: str
     requests: list[RequestRecord]
     telemetry: list[TelemetrySample]
@@ -59,43 +45,6 @@ class RunData:
     accelerators: int
     accelerator_note: str
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-def stages_of(summary: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    stages = summary.get("stages")
-    if isinstance(stages, Mapping):
-        return [(str(k), dict(v)) for k, v in stages.items() if isinstance(v, Mapping)]
-    if isinstance(stages, list):
-        out = []
-        for i, st in enumerate(stages):
-            if isinstance(st, Mapping):
-                name = st.get("stage") or st.get("name") or str(i)
-                out.append((str(name), dict(st)))
-        return out
-    return []
-
-
-CONCURRENCY_STAGE = re.compile(r"^c=(\d+)$")
-
-
-def concurrency_of(stage_name: str, stage: Mapping[str, Any], spec: BenchSpec) -> float | None:
-    """The fixed concurrency of a sweep stage, or of a whole run at one load level (``None`` for a
-    request-rate load, which has no fixed concurrency). Bench records it as the stage's
-    ``concurrency`` parameter and in the run's spec (``BenchSpec.fixed_concurrency``)."""
-    value = as_number(stage.get("concurrency"))
-    if value is not None:
-        return value
-    m = CONCURRENCY_STAGE.match(stage_name)
-    if m:
-        return float(m.group(1))
-    if stage_name:
-        return None
-    return as_number(spec.fixed_concurrency())
-
-
-def block_of(summary: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    block = summary.get(key)
-    return block if isinstance(block, Mapping) else {}
 
 
 def as_number(value: Any) -> float | None:
@@ -108,6 +57,15 @@ def like_of(info: RunInfo) -> Mapping[str, Any] | None:
     """``RunInfo.config.like`` of a run made with ``bench --like RUN`` (its workload was copied)."""
     like = info.config.like
     return like.model_dump() if like is not None else None
+
+
+def aligned(rows: Sequence[Mapping[str, str]]) -> list[dict[str, str]]:
+    """Rows of runs of several kinds, each with its kind's columns, as rows of one table: every column of
+    any row, in the order they first appear, "—" where a row's kind has no such column."""
+    columns: dict[str, None] = {}
+    for row in rows:
+        columns.update(dict.fromkeys(row))
+    return [{c: row.get(c, fmt.MISSING) for c in columns} for row in rows]
 
 
 def tabulate(key: str, title: str, rows: Sequence[Mapping[str, str]], provenance: str) -> tuple[Table, ...]:

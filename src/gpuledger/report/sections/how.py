@@ -1,5 +1,7 @@
 """The "how measured" section: the metric definitions, and per run where its numbers came from (summary,
-token counts, energy method, SLOs, client CPU, the workload it repeated)."""
+energy method, client CPU, the unit of work, the workload it repeated, and its kind's own columns: token
+counts and SLOs for inference, what one image was, what was trained). The definitions and the kind's
+columns come from each run's kind (its ``report`` facet)."""
 
 from __future__ import annotations
 
@@ -7,10 +9,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuledger import __version__
+from gpuledger.records.units import unit_info
 from gpuledger.report import fmt
-from gpuledger.report.definitions import METRIC_DEFINITIONS
+from gpuledger.report.kinds import KindReport, by_kind, report_of
 from gpuledger.report.model import Section
-from gpuledger.report.sections.base import RunData, like_of, tabulate
+from gpuledger.report.sections.base import RunData, aligned, like_of, tabulate
 
 
 def _flags(names: Any) -> str:
@@ -78,24 +81,19 @@ def _workload_origins(runs: list[RunData]) -> tuple[dict[str, str], list[str]]:
     return cells, lines
 
 
+def _definitions(kinds: list[KindReport]) -> tuple[tuple[str, str], ...]:
+    """The definitions of every kind in the report, each term once (the first kind's wording)."""
+    out: dict[str, str] = {}
+    for kind in kinds:
+        for term, text in kind.definitions:
+            out.setdefault(term, text)
+    return tuple(out.items())
+
+
 def how_measured_section(runs: list[RunData]) -> Section:
     rows = []
     origins, same_workload = _workload_origins(runs)
     for r in runs:
-        s = r.summary
-        token_source = s.get("token_source")
-        ts_text = (
-            ", ".join(f"{k}: {v}" for k, v in token_source.items())
-            if isinstance(token_source, Mapping)
-            else fmt.text(token_source)
-        )
-        mismatch = s.get("output_len_mismatch")
-        if isinstance(mismatch, Mapping):
-            mismatch = (
-                f"{mismatch.get('count', 0)} of {mismatch.get('checked', 0)} requests"
-                if mismatch.get("checked")
-                else "not checked (no requested length)"
-            )
         methods = sorted(
             {
                 f"{d.get('device')}: {d.get('energy_method')}"
@@ -103,7 +101,6 @@ def how_measured_section(runs: list[RunData]) -> Section:
                 if d.get("energy_method")
             }
         ) or [fmt.MISSING]
-        slo = s.get("slo")
         client = r.info.client or {}
         cpu = client.get("cpu_percent") if isinstance(client, Mapping) else None
         if cpu is None and isinstance(client, Mapping):
@@ -114,28 +111,25 @@ def how_measured_section(runs: list[RunData]) -> Section:
                 "run": r.ref.name,
                 **({"workload": origins[r.info.id]} if origins else {}),
                 "summary": r.summary_source,
-                "token counts from": ts_text or fmt.MISSING,
-                "output length mismatch": fmt.text(mismatch),
+                **report_of(r.info).how(r),
                 "energy method": ", ".join(methods),
-                "SLOs": fmt.text(slo)
-                if not isinstance(slo, Mapping)
-                else ", ".join(f"{k}={v}" for k, v in slo.items()),
                 "client CPU (%)": fmt.num(cpu),
-                "unit of work": fmt.text(r.info.unit),
+                "unit of work": unit_info(r.info.unit).singular if r.info.unit else fmt.MISSING,
             }
         )
+    kinds = [kind for kind, _ in by_kind(runs)]
+    notes = " ".join(k.how_note for k in kinds if k.how_note)
+    what = "; ".join(dict.fromkeys(k.definitions_note for k in kinds))
     return Section(
         key="how_measured",
         title="How measured",
-        intro="Definitions used for every number in this report (the project's metric definitions, quoted "
-        "verbatim, and the report's per-GPU / per-user figures), and how each run was counted. "
+        intro=f"Definitions used for every number in this report ({what}), and how each run was counted. "
         f"Report built by gpuledger {__version__}.",
         tables=tabulate(
             "provenance",
             "Provenance per run",
-            rows,
-            "Token counts: server usage when reported, else the server's tokenizer, else a client count "
-            "(one token per content chunk)."
+            aligned(rows),
+            notes
             + (
                 " Workload: a run made with gpuledger bench --like RUN ran RUN's workload (dataset, lengths, "
                 "load, counts, seed and SLOs copied; RunInfo.config.like), except the flags listed as "
@@ -144,7 +138,7 @@ def how_measured_section(runs: list[RunData]) -> Section:
                 else ""
             ),
         ),
-        definitions=METRIC_DEFINITIONS,
+        definitions=_definitions(kinds),
         notes=tuple(same_workload),
         terminal_notes=bool(same_workload),
     )

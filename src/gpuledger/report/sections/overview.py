@@ -1,17 +1,24 @@
-"""The overview section: one row per run with its counts and rates over the measured window."""
+"""The overview section: one row per run with its counts and rates over the measured window, in the words of
+the run's kind (its ``report`` facet's ``overview`` columns: output tok/s for inference, images/s for image
+generation, training tok/s for training). Runs of several kinds share one table: a column one kind does not
+have is "—" in its rows."""
 
 from __future__ import annotations
 
 from gpuledger.report import fmt
+from gpuledger.report.kinds import report_of
 from gpuledger.report.model import Section
-from gpuledger.report.sections.base import RunData, tabulate
+from gpuledger.report.sections.base import RunData, aligned, tabulate
 
 
 def overview_section(runs: list[RunData]) -> Section:
     rows = []
     missing = []
+    notes: list[str] = []
     for r in runs:
-        s = r.summary
+        kind = report_of(r.info)
+        if kind.overview_note not in notes:
+            notes.append(kind.overview_note)
         origin = r.info.summary.origin() if r.info.summary is not None else None
         rows.append(
             {
@@ -21,18 +28,11 @@ def overview_section(runs: list[RunData]) -> Section:
                 "engine": fmt.text(r.info.engine),
                 "status": r.info.status,
                 "started": fmt.when(r.info.started_at),
-                "ok requests": fmt.num(s.get("num_ok")),
-                "failed": fmt.num(s.get("num_failed")),
-                "error rate (%)": fmt.pct(s.get("error_rate")),
-                "window (s)": fmt.MISSING if origin is not None else fmt.num(s.get("window_s")),
-                "output tok/s": fmt.num(s.get("output_tokens_per_s")),
-                "total tok/s": fmt.num(s.get("total_tokens_per_s")),
-                "req/s": fmt.num(s.get("requests_per_s")),
-                "goodput (req/s)": fmt.num(s.get("goodput_requests_per_s")),
+                **kind.overview(r),
             }
         )
-        if not s:
-            missing.append(f"{r.ref.name}: no summary — the run has no stored requests")
+        if r.info.summary is None:
+            missing.append(f"{r.ref.name}: no summary — the run has no stored {kind.items}")
         if origin is not None:
             missing.append(
                 f"{r.ref.name}: {origin.label} — its rates as published; no requests, window or telemetry "
@@ -40,18 +40,13 @@ def overview_section(runs: list[RunData]) -> Section:
             )
         if r.info.status != "complete":
             missing.append(
-                f"{r.ref.name}: status is {r.info.status!s} — numbers cover the requests that finished"
+                f"{r.ref.name}: status is {r.info.status!s} — numbers cover the {kind.items} that finished"
             )
     return Section(
         key="overview",
         title="Overview",
         intro=f"{len(runs)} run(s). Every number below is recomputable from the store.",
-        tables=tabulate(
-            "overview",
-            "Runs",
-            rows,
-            "Counts and rates over the measured window (first send → last finish, warmup excluded); "
-            "tokens as counted per request (see how measured); goodput only when SLOs were given.",
-        ),
+        tables=tabulate("overview", "Runs", aligned(rows), " ".join(notes)),
         not_measured=tuple(missing),
     )
+

@@ -1,5 +1,6 @@
-"""The telemetry section: per device utilisation, power, memory and energy over the measured window, and
-power and utilisation over time."""
+"""The telemetry section: per device utilisation, power, memory and energy over the measured window (energy
+per unit of work in the run's own headline unit: J per output token, J per image, J per training token),
+and power and utilisation over time."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
+from gpuledger.records.units import UnitInfo
 from gpuledger.report import fmt
 from gpuledger.report.model import Figure, Section, Series
-from gpuledger.report.sections.base import RunData, as_number, line_mode, tabulate
+from gpuledger.report.sections.base import RunData, aligned, as_number, line_mode, tabulate
 from gpuledger.report.series import bucket_means
 
 # (figure key, title, y axis, scale, stored metrics drawn): GPUs report util_ratio, the CPU cpu_util_ratio.
@@ -19,9 +21,33 @@ _TS_FIGURES: tuple[tuple[str, str, str, float, tuple[str, ...]], ...] = (
 )
 
 
+def _headline(r: RunData) -> tuple[UnitInfo, float] | None:
+    """The run's headline unit and how many of it the run did over its window (None: no work)."""
+    s = r.info.summary
+    head = s.headline() if s is not None else ""
+    work = s.work().get(head) if s is not None and head else None
+    if s is None or work is None:
+        return None
+    return s.unit(head), work.count
+
+
+def _per_unit_heading(runs: list[RunData]) -> tuple[str, str]:
+    """The energy-per-unit column's heading and its line in the provenance: of the runs' one headline unit
+    (``J per output token``), or of each run's own (``J per unit of work``) when they differ."""
+    units = {h[0].singular: h[0] for r in runs if (h := _headline(r)) is not None}
+    if len(units) == 1:
+        (info,) = units.values()
+        return f"J per {info.singular}", f"J per {info.singular} = energy ÷ {info.plural}"
+    return "J per unit of work", (
+        "J per unit of work = energy ÷ the units of the run's headline (named in the cell)"
+    )
+
+
 def telemetry_section(runs: list[RunData]) -> Section:
     rows = []
     missing = []
+    per_heading, per_note = _per_unit_heading(runs)
+    one_unit = per_heading != "J per unit of work"
     for r in runs:
         devices = r.info.telemetry_summary
         if not devices:
@@ -30,10 +56,13 @@ def telemetry_section(runs: list[RunData]) -> Section:
                 "could be read (gpuledger sample lists each source and why)"
             )
             continue
-        out_tokens = as_number(r.summary.get("output_tokens_total"))
+        head = _headline(r)
         for d in devices:
             energy = as_number(d.get("energy_j"))
-            jpt = energy / out_tokens if energy is not None and out_tokens else None
+            jpu = energy / head[1] if energy is not None and head is not None and head[1] else None
+            per_unit = fmt.num(jpu)
+            if jpu is not None and head is not None and not one_unit:
+                per_unit += f" per {head[0].singular}"
             subject = f"{r.ref.name} {fmt.text(d.get('device'))} ({fmt.text(d.get('name'))})"
             raw_unavailable = d.get("unavailable")
             unavailable: Mapping[str, Any] = raw_unavailable if isinstance(raw_unavailable, Mapping) else {}
@@ -63,7 +92,7 @@ def telemetry_section(runs: list[RunData]) -> Section:
                     "peak power (W)": fmt.num(d.get("peak_power_w")),
                     "energy (J)": fmt.num(energy),
                     "energy method": method_text,
-                    "J per output token": fmt.num(jpt),
+                    per_heading: per_unit,
                     "peak / total memory (GiB)": memory,
                     "samples": fmt.num(d.get("samples")),
                     "interval (s)": fmt.num(d.get("interval_s")),
@@ -118,9 +147,9 @@ def telemetry_section(runs: list[RunData]) -> Section:
         tables=tabulate(
             "telemetry",
             "Per device over the measured window",
-            rows,
+            aligned(rows),
             "RunInfo.telemetry_summary from the telemetry sampler; energy = validated hardware counter, "
-            "else integral of sampled power; J per output token = energy ÷ output tokens.",
+            f"else integral of sampled power; {per_note}.",
         ),
         figures=tuple(figures),
         not_measured=tuple(missing),

@@ -1,20 +1,51 @@
-"""The latency section: the percentile table from each run's summary and the TTFT / ITL / E2E distributions
-from the stored per-request timestamps."""
+"""The latency section of a text-generation report: the percentile table from each run's summary and the
+TTFT / ITL / E2E distributions from the stored per-request timestamps; and how many requests' chunk times a
+report reads for the ITL plot (``request_stride``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from gpuledger.bench.metrics import e2e_s, itl_s, ttft_s
+from gpuledger.kinds.text.summary import TextGenerationSummary
+from gpuledger.records import RunInfo
+from gpuledger.records.itemstats import Latency
 from gpuledger.report import fmt
+from gpuledger.report.kinds import ReportOptions
 from gpuledger.report.model import Figure, Section, Series
-from gpuledger.report.sections.base import (
-    LATENCY_METRICS,
-    LATENCY_STATS,
-    RunData,
-    block_of,
-    line_mode,
-    tabulate,
-)
+from gpuledger.report.sections.base import RunData, line_mode, tabulate
 from gpuledger.report.series import cdf_points, stride_for
+
+# At most this many per-token gaps are drawn in the ITL distribution; beyond it, every k-th
+# request is taken (the table's percentiles still come from all requests, via the summary).
+ITL_GAP_BUDGET = 200_000
+
+LATENCY_METRICS: tuple[tuple[str, str], ...] = (
+    ("ttft_ms", "TTFT"),
+    ("tpot_ms", "TPOT"),
+    ("itl_ms", "ITL"),
+    ("e2e_ms", "E2E"),
+)
+# The latency table's columns: the fields of each metric's block in the summary.
+LATENCY_STATS = ("mean", "p50", "p90", "p95", "p99", "std", "min", "max", "n")
+
+
+def request_stride(info: RunInfo) -> int:
+    """Every how-many-th request's chunk times a report reads: a finalised run's numbers come from its
+    stored summary, so the ITL plot needs the chunk times of a systematic sample of requests only (at most
+    ``ITL_GAP_BUDGET`` token gaps), which keeps 100k-request runs fast."""
+    summary = info.summary
+    if summary is None:
+        return 1
+    w = summary.work().get(summary.headline())
+    n = summary.num_ok or info.num_requests
+    gaps = max(0, int(w.count) - int(n)) if w is not None else 0
+    return stride_for(gaps, ITL_GAP_BUDGET)
+
+
+def _block(r: RunData, key: str) -> Latency:
+    s = r.info.summary
+    return s.latency(key) if isinstance(s, TextGenerationSummary) else Latency()
 
 
 def _latency_samples(r: RunData, gap_budget: int) -> tuple[dict[str, list[float]], str]:
@@ -40,18 +71,19 @@ def _latency_samples(r: RunData, gap_budget: int) -> tuple[dict[str, list[float]
     return {"ttft_ms": ttft, "e2e_ms": e2e, "itl_ms": itl}, note
 
 
-def latency_section(runs: list[RunData], gap_budget: int) -> Section:
-    """Percentiles per run and metric; the distributions draw at most ``gap_budget`` token gaps (ITL)."""
+def latency_section(runs: Sequence[RunData], options: ReportOptions) -> Section:
+    """Percentiles per run and metric; the distributions draw at most ``ITL_GAP_BUDGET`` token gaps (ITL)."""
     rows = []
     missing = []
     for r in runs:
         for key, label in LATENCY_METRICS:
-            b = block_of(r.summary, key)
-            if not b or not b.get("n"):
+            b = _block(r, key)
+            if not b.n:
                 missing.append(f"{r.ref.name} {label}: {_why_no_latency(r, key)}")
                 continue
-            rows.append({"run": r.ref.name, "metric": label, **{k: fmt.num(b.get(k)) for k in LATENCY_STATS}})
-    samples = {r.info.id: _latency_samples(r, gap_budget) for r in runs}
+            stats = {k: fmt.num(getattr(b, k)) for k in LATENCY_STATS}
+            rows.append({"run": r.ref.name, "metric": label, **stats})
+    samples = {r.info.id: _latency_samples(r, ITL_GAP_BUDGET) for r in runs}
     figures = []
     notes = []
     for key, label, what in (

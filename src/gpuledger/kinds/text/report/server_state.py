@@ -1,24 +1,20 @@
-"""The server-state section: what the server's own /metrics said over the measured window (requests running
-and waiting, KV cache, preemptions), its "why" lines, and waiting requests against concurrency."""
+"""The server-state section of a text-generation report: what the server's own /metrics said over the
+measured window (requests running and waiting, KV cache, preemptions), its "why" lines, and waiting requests
+against concurrency."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpuledger.kinds.text.report import serverstate as state_part
+from gpuledger.kinds.text.report.load import CONCURRENCY_STAGE, concurrency_of
 from gpuledger.records import BenchSpec
 from gpuledger.records.spec import ConcurrencyStage
 from gpuledger.report import fmt
-from gpuledger.report import serverstate as state_part
+from gpuledger.report.kinds import ReportOptions
 from gpuledger.report.model import Figure, Section, Series, SeriesDash
-from gpuledger.report.sections.base import (
-    CONCURRENCY_STAGE,
-    RunData,
-    as_number,
-    concurrency_of,
-    tabulate,
-    xy_series,
-)
+from gpuledger.report.sections.base import RunData, tabulate, xy_series
 
 _STATE_WHAT = "server state (the server's own /metrics: requests running and waiting, KV cache, preemptions)"
 
@@ -30,10 +26,10 @@ def _stage_concurrency(stage_name: str, spec: BenchSpec) -> float | None:
     if m:
         return float(m.group(1))
     stage = spec.load_stage(stage_name)
-    return as_number(stage.concurrency) if isinstance(stage, ConcurrencyStage) else None
+    return float(stage.concurrency) if isinstance(stage, ConcurrencyStage) else None
 
 
-def no_server_state(runs: list[RunData]) -> str:
+def no_server_state(runs: Sequence[RunData]) -> str:
     """The one line saying why no run of the report has a server state."""
     whys = [state_part.why_no_state(r.info) for r in runs]
     if len(set(whys)) == 1:
@@ -41,7 +37,7 @@ def no_server_state(runs: list[RunData]) -> str:
     return f"{_STATE_WHAT}: " + "; ".join(f"{r.ref.name}: {w}" for r, w in zip(runs, whys, strict=True))
 
 
-def server_state_section(runs: list[RunData]) -> Section | None:
+def server_state_section(runs: Sequence[RunData], options: ReportOptions) -> Section | None:
     """The server's own view of each run: one row per run (and per sweep stage), what it says about the
     numbers ("why" lines), and for sweeps waiting and running requests against concurrency. ``None``
     when no run records a state at all (``no_server_state`` then says why)."""
@@ -85,7 +81,7 @@ def server_state_section(runs: list[RunData]) -> Section | None:
         if stage_blocks:
             points = [(_stage_concurrency(b.stage, config), b.block) for b in stage_blocks]
         else:
-            points = [(concurrency_of("", {}, config), state)]
+            points = [(concurrency_of("", None, config), state)]
         known = [(c, block) for c, block in points if c is not None]
         if known:
             plotted.append((i, r, sorted(known, key=lambda p: p[0])))

@@ -1,50 +1,54 @@
-"""The throughput section: rates per load level (sweep stage), throughput against concurrency and the
-Pareto view (throughput per GPU against tokens/s per user)."""
+"""The throughput section of a text-generation report: rates per load level (sweep stage), throughput
+against concurrency and the Pareto view (throughput per GPU against tokens/s per user); and, when no run
+records the server's own view, the line saying why (where the server-state section would have been)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from gpuledger.kinds.text.report.load import concurrency_of
+from gpuledger.kinds.text.report.server_state import no_server_state, server_state_section
+from gpuledger.kinds.text.summary import TextGenerationSummary
+from gpuledger.records import RunSummary
 from gpuledger.report import fmt
+from gpuledger.report.kinds import ReportOptions
 from gpuledger.report.model import Figure, Section
-from gpuledger.report.sections.base import (
-    RunData,
-    as_number,
-    block_of,
-    concurrency_of,
-    stages_of,
-    tabulate,
-    xy_series,
-)
+from gpuledger.report.sections.base import RunData, tabulate, xy_series
 from gpuledger.report.series import pareto_front
+
+
+def _p50(st: RunSummary, key: str) -> float | None:
+    return st.latency(key).p50 if isinstance(st, TextGenerationSummary) else None
 
 
 def _stage_points(r: RunData) -> list[dict[str, Any]]:
     config = r.info.config
-    stages = stages_of(r.summary)
-    if not stages:
-        stages = [("", r.summary)] if r.summary else []
+    summary = r.info.summary
+    if summary is None:
+        return []
+    stages = [(st.stage_name(), st) for st in summary.stage_summaries()] or [("", summary)]
     points = []
     for name, st in stages:
-        out_tps = as_number(st.get("output_tokens_per_s"))
-        tpot_p50 = as_number(block_of(st, "tpot_ms").get("p50"))
+        out_tps = st.rate("output_token")
+        tpot_p50 = _p50(st, "tpot_ms")
         points.append(
             {
                 "stage": name or "whole run",
                 "concurrency": concurrency_of(name, st, config),
-                "requests_per_s": as_number(st.get("requests_per_s")),
+                "requests_per_s": st.rate("request"),
                 "output_tokens_per_s": out_tps,
                 "output_tokens_per_s_per_gpu": out_tps / r.accelerators if out_tps is not None else None,
                 "tokens_per_s_per_user": 1000.0 / tpot_p50 if tpot_p50 else None,
-                "ttft_p50_ms": as_number(block_of(st, "ttft_ms").get("p50")),
+                "ttft_p50_ms": _p50(st, "ttft_ms"),
                 "tpot_p50_ms": tpot_p50,
-                "num_ok": st.get("num_ok"),
+                "num_ok": st.num_ok if "num_ok" in st.model_fields_set else None,
             }
         )
     return points
 
 
-def throughput_section(runs: list[RunData]) -> Section:
+def throughput_section(runs: Sequence[RunData], options: ReportOptions) -> Section:
     rows = []
     missing = []
     conc_series = []
@@ -54,7 +58,7 @@ def throughput_section(runs: list[RunData]) -> Section:
         pts = _stage_points(r)
         per_run_points[r.info.id] = pts
         r.extra["stage_points"] = pts
-        if not stages_of(r.summary):
+        if r.info.summary is None or not r.info.summary.stage_summaries():
             missing.append(
                 f"{r.ref.name}: one load level only — throughput vs concurrency and the Pareto frontier need "
                 "a sweep (gpuledger bench --sweep 1,4,16,64); its single point is shown"
@@ -141,6 +145,9 @@ def throughput_section(runs: list[RunData]) -> Section:
             )
         )
     notes = tuple(f"{r.ref.name}: {r.accelerator_note}." for r in runs)
+    if server_state_section(runs, options) is None:
+        # No run records the server's view: one line says why, where the section would have been.
+        missing.append(no_server_state(runs))
     return Section(
         key="throughput",
         title="Throughput and the Pareto view",
