@@ -12,16 +12,27 @@ whose name contains ``key``, ``token``, ``secret``, ``pass``, ``pwd``, ``auth``,
 ``session`` or ``jwt`` becomes ``***``. Everything before the last ``@`` counts as credentials (unless
 that ``@`` is in the query after a path), even when a ``/``, ``?`` or ``#`` in the password was not
 percent-encoded: a malformed URL is redacted too much rather than too little.
+
+A secret can also come back without its URL: a server that echoes the ``Authorization`` header or the API
+key in its error body, an exception that quotes a password. :class:`Secrets` holds the secret VALUES a run
+knows — the API key read from its environment variable, a URL's password (or the token given as its user),
+the values of its secret query parameters, in the forms a server may echo them (as given, percent-decoded,
+the ``Basic`` header's base64) — and :meth:`Secrets.redact` replaces each of them by ``***`` in any text,
+after :func:`redact_text`. The HTTP engines apply it where a server's text enters gpuledger (a request's
+error, a refusal at open): what is stored in ``requests.error``, exported and printed on stderr never holds
+them. Values shorter than ``MIN_SECRET_CHARS`` are not searched for (they would match ordinary words).
 """
 
 from __future__ import annotations
 
 import base64
 import re
-from dataclasses import dataclass
-from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
+from dataclasses import dataclass, field
+from urllib.parse import unquote, unquote_plus, urljoin, urlsplit, urlunsplit
 
 REDACTED = "***"
+# A secret value shorter than this is not searched for in text (``Secrets``): it would match words.
+MIN_SECRET_CHARS = 4
 _SECRET_PARAM = re.compile(r"key|token|secret|pass|pwd|auth|sig|credential|session|jwt", re.IGNORECASE)
 _URL_IN_TEXT = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>()\[\]{}]+")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -93,6 +104,73 @@ def redact_text(text: str) -> str:
     return _URL_IN_TEXT.sub(one, text)
 
 
+def _credentials(url: str) -> tuple[str | None, str | None, str]:
+    """(user, password, the rest) of ``url`` as written — the part before the last ``@`` as
+    :func:`redact_url` reads it; None for a part that is absent."""
+    _scheme, sep, rest = url.partition("://")
+    if not sep:
+        rest = url
+    q = _first(rest, "?#")
+    slash = rest.find("/")
+    limit = q if q < len(rest) and 0 <= slash < q else len(rest)
+    at = rest.rfind("@", 0, limit)
+    if at < 0:
+        return None, None, rest
+    user, colon, password = rest[:at].partition(":")
+    return user, (password if colon else None), rest[at + 1 :]
+
+
+def secret_values(url: str | None = None, *, api_key: str | None = None) -> tuple[str, ...]:
+    """The secret values ``url`` and ``api_key`` carry, each in the forms a server could echo back: the
+    password (or a user given without one: a token) as written and percent-decoded, the ``Basic`` header's
+    base64 of ``user:password``, each secret query or fragment parameter's value as written and decoded,
+    the API key. Longest first; none shorter than ``MIN_SECRET_CHARS``."""
+    found: list[str] = []
+    if api_key:
+        found.append(api_key)
+    if url:
+        user, password, rest = _credentials(url.strip())
+        secret = password if password is not None else user
+        if secret:
+            found += [secret, unquote(secret)]
+        if user is not None or password is not None:
+            pair = f"{unquote(user or '')}:{unquote(password or '')}"
+            found.append(base64.b64encode(pair.encode("utf-8")).decode("ascii"))
+        q = _first(rest, "?#")
+        for item in re.split(r"[&;?#]", rest[q:]):
+            name, eq, value = item.partition("=")
+            if eq and value and _SECRET_PARAM.search(unquote(name)):
+                found += [value, unquote_plus(value)]
+    kept = {v for v in found if len(v) >= MIN_SECRET_CHARS and v != REDACTED}
+    return tuple(sorted(kept, key=lambda v: (-len(v), v)))
+
+
+@dataclass(frozen=True, slots=True)
+class Secrets:
+    """The secret values a run knows (:func:`secret_values`), to take out of any text that came from
+    outside before it is stored or shown (the module docstring)."""
+
+    values: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, *urls: str | None, api_key: str | None = None) -> Secrets:
+        """The secrets of these URLs and of the API key."""
+        found = [v for u in urls for v in secret_values(u)] + list(secret_values(api_key=api_key))
+        return cls(tuple(sorted(set(found), key=lambda v: (-len(v), v))))
+
+    def __add__(self, other: Secrets) -> Secrets:
+        return Secrets(tuple(sorted({*self.values, *other.values}, key=lambda v: (-len(v), v))))
+
+    def redact(self, text: str) -> str:
+        """``text`` with its URLs redacted (:func:`redact_text`) and every known secret value, wherever it
+        stands, replaced by ``***``."""
+        text = redact_text(text)
+        for value in self.values:
+            if value in text:
+                text = text.replace(value, REDACTED)
+        return text
+
+
 def origin(url: str) -> tuple[str, str, int | None]:
     """(scheme, host, port) with the scheme's default port filled in: what "same server" means for a
     redirect. ``ValueError`` for a URL without a host or with a bad port."""
@@ -117,12 +195,14 @@ class ServerUrl:
     """A server's base URL taken apart for use. ``base`` (``scheme://host[:port][/path]``, no credentials,
     no query, no trailing ``/v1``) is what endpoint paths are appended to; ``query`` (``""`` or
     ``"?..."``) is appended after them; ``authorization`` is the ``Basic`` header made from the URL's
-    credentials (None without); ``display`` is the redacted URL to show and store."""
+    credentials (None without); ``display`` is the redacted URL to show and store; ``secrets`` the secret
+    values it carries (:class:`Secrets`), to take out of what its server says."""
 
     base: str
     query: str
     authorization: str | None
     display: str
+    secrets: Secrets = field(default_factory=Secrets)
 
     def url(self, path: str) -> str:
         return self.base + path + self.query
@@ -170,4 +250,5 @@ def parse_server_url(url: str, *, strip_v1: bool = True, default_scheme: str | N
     query = f"?{parts.query}" if parts.query else ""
     userinfo = parts.netloc.rpartition("@")[0]
     display = redact_url(f"{scheme.lower()}://{userinfo + '@' if userinfo else ''}{netloc}{path}{query}")
-    return ServerUrl(base=base, query=query, authorization=authorization, display=display)
+    return ServerUrl(base=base, query=query, authorization=authorization, display=display,
+                     secrets=Secrets(secret_values(raw)))

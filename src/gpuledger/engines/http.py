@@ -7,7 +7,10 @@ the credentials become a ``Basic`` ``Authorization`` header (refused, ``UsageErr
 both would be that header), the query is appended to every request, and ``display_url`` (redacted) is
 what is shown and stored. Redirects are never followed by aiohttp: one to another server (scheme, host or
 port) is refused (at open: ``EngineError``; for a request: that request's error), one within the same
-server is followed (at most ``MAX_REDIRECTS``; a POST only on 307/308) and noted.
+server is followed (at most ``MAX_REDIRECTS``; a POST only on 307/308) and noted. What the server says in
+an error (a request's error text, a refusal at open) has the run's secret values taken out
+(``HttpEngine.secrets``: the API key, the URL's password and Basic header; ``gpuledger.urls.Secrets``): a
+server that echoes the bearer token does not get it stored, exported or printed.
 
 Reading a stream ends at the stream's own end (``[DONE]``, Ollama's ``done: true``), at a bound of the
 parser (``gpuledger.engines.sse``: line length, bytes, content chunks), or at the body's end; after a
@@ -33,7 +36,15 @@ import orjson
 
 from gpuledger.engines.base import CANNOT_CONNECT, GenRequest, GenResult
 from gpuledger.errors import EngineError, UsageError
-from gpuledger.urls import ServerUrl, origin, parse_server_url, redact_text, redact_url, resolve_location
+from gpuledger.urls import (
+    Secrets,
+    ServerUrl,
+    origin,
+    parse_server_url,
+    redact_text,
+    redact_url,
+    resolve_location,
+)
 
 PROBE_TIMEOUT_S = 10.0
 # Each failed write discards one stale pooled connection; a few resends cover a pool that went stale
@@ -251,6 +262,8 @@ class HttpEngine:
                 "or take user:password@ out of --base-url",
             )
         self.server_url = server
+        # The secret values this engine sends: taken out of every error text its server's answers give.
+        self.secrets = server.secrets + Secrets.of(api_key=api_key)
         self.base_url = server.base
         self.display_url = server.display
         self.model = model
@@ -302,14 +315,18 @@ class HttpEngine:
                 self.probe_notes.append(why)
                 url = target
         except (aiohttp.ClientError, TimeoutError) as exc:
-            await self.close()
-            raise unreachable(self.display_url, exc) from exc
+            raise await self.refuse_with(unreachable(self.display_url, exc)) from exc
         raise await self.refuse(f"GET {path} at {self.display_url}: more than {MAX_REDIRECTS} redirects")
 
     async def refuse(self, message: str, hint: str | None = None) -> EngineError:
-        """Close the session and return the error that says why this server cannot be used."""
+        """Close the session and return the error that says why this server cannot be used (the run's
+        secrets taken out of what the server said in it)."""
         await self.close()
-        return EngineError(message, hint=hint)
+        return EngineError(self.secrets.redact(message), hint=hint)
+
+    async def refuse_with(self, error: EngineError) -> EngineError:
+        """:meth:`refuse` with ``error``'s message and hint."""
+        return await self.refuse(error.message, error.hint)
 
     def note(self, req: GenRequest, res: GenResult, kind: str, text: str) -> None:
         """Record on the request what the engine noticed, and count it for the run's warnings."""
@@ -396,7 +413,7 @@ class HttpEngine:
                     url, t_first = target, t_send
                     continue
                 error = why if target is None else f"more than {MAX_REDIRECTS} redirects: not followed"
-            return parser, t_send, error, notes
+            return parser, t_send, None if error is None else self.secrets.redact(error), notes
 
     async def _read_tail(self, content: aiohttp.StreamReader, parser: StreamParser) -> None:
         """The answer is over. After a failure: nothing more is read (the connection is dropped). After a

@@ -210,7 +210,7 @@ class OllamaEngine(HttpEngine):
         try:
             status, ps = await get_json(self.session, self.server_url.url("/api/ps"), headers=self._auth)
         except (aiohttp.ClientError, TimeoutError) as exc:
-            return {"placement_error": f"GET /api/ps failed: {exc_text(exc)}"}
+            return {"placement_error": f"GET /api/ps failed: {self.secrets.redact(exc_text(exc))}"}
         if status != 200 or not isinstance(ps, dict):
             return {"placement_error": f"GET /api/ps: HTTP {status}"}
         pl = placement(ps, self.model or "")

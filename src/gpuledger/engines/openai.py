@@ -37,7 +37,7 @@ from gpuledger.engines.http import PROBE_TIMEOUT_S, HttpEngine, exc_text, get_js
 from gpuledger.engines.sse import OpenAIStream
 from gpuledger.errors import EngineError
 from gpuledger.kinds.text.summary import REASONING_KEY
-from gpuledger.urls import ServerUrl, parse_server_url
+from gpuledger.urls import Secrets, ServerUrl, parse_server_url
 
 # Servers that honour the length-control and usage extensions (checked against their APIs).
 _IGNORE_EOS = {"vllm", "sglang", "llamacpp"}
@@ -58,9 +58,11 @@ class ServerTokenizer:
         kind: str,
         model: str,
         headers: dict[str, str],
+        secrets: Secrets | None = None,
     ) -> None:
         self._session = session
         self._server = server if isinstance(server, ServerUrl) else parse_server_url(server)
+        self._secrets = secrets or self._server.secrets  # taken out of the endpoint's error texts
         self._kind = kind
         self._model = model
         self._headers = {**headers, "Content-Type": "application/json"}
@@ -81,9 +83,10 @@ class ServerTokenizer:
             ) as resp:
                 raw = await resp.read()
                 if resp.status != 200:
-                    raise EngineError(f"tokenizer endpoint {path}: {http_error_text(resp.status, raw)}")
+                    said = self._secrets.redact(http_error_text(resp.status, raw))
+                    raise EngineError(f"tokenizer endpoint {path}: {said}")
         except (aiohttp.ClientError, TimeoutError) as exc:
-            raise EngineError(f"tokenizer endpoint {path}: {exc_text(exc)}") from exc
+            raise EngineError(f"tokenizer endpoint {path}: {self._secrets.redact(exc_text(exc))}") from exc
         try:
             obj = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
@@ -273,7 +276,7 @@ class OpenAIEngine(HttpEngine):
             own = aiohttp.TCPConnector(limit=TOKENIZER_CONNECTIONS, ttl_dns_cache=None)
             self._tokenizer_session = aiohttp.ClientSession(connector=own)
             self._tokenizer = ServerTokenizer(
-                self._tokenizer_session, self.server_url, info.kind, self.model, self._auth
+                self._tokenizer_session, self.server_url, info.kind, self.model, self._auth, self.secrets
             )
         self._info = info
         return info

@@ -28,7 +28,7 @@ from gpuledger.engines.image.base import ImageRequest, ImageResult
 from gpuledger.engines.image.thumbs import NOT_AN_IMAGE, image_size, thumbnail_of_bytes
 from gpuledger.errors import EngineError
 from gpuledger.kinds.image.spec import ImageSpec
-from gpuledger.urls import redact_url
+from gpuledger.urls import Secrets, redact_url
 
 MAX_RESPONSE_BYTES = 512 * 1024**2
 MAX_MODELS_BYTES = 4 * 1024**2
@@ -54,6 +54,7 @@ class OpenAIImagesEngine:
         self.display_url = redact_url(self.base_url)
         self.model = spec.model
         self.api_key = api_key
+        self.secrets = Secrets.of(self.base_url, api_key=api_key)  # out of every error text (gpuledger.urls)
         self.request_timeout_s = request_timeout_s
         self.chunks_seen = 0
         self._session: aiohttp.ClientSession | None = None
@@ -77,7 +78,7 @@ class OpenAIImagesEngine:
         except (aiohttp.ClientConnectionError, TimeoutError) as exc:
             await self.close()
             raise EngineError(
-                f"{CANNOT_CONNECT} to {self.display_url}: {_short(exc, 200)}",
+                f"{CANNOT_CONNECT} to {self.display_url}: {self.secrets.redact(_short(exc, 200))}",
                 hint="start the image server or give --base-url",
             ) from exc
         except (aiohttp.ClientError, ValueError, TooLarge):
@@ -129,7 +130,8 @@ class OpenAIImagesEngine:
             return result
         except (aiohttp.ClientConnectionError, OSError) as exc:
             result.t_end = time.perf_counter()
-            result.error = f"{CANNOT_CONNECT} to {self.display_url}{PATH}: {_short(exc, 200)}"
+            said = self.secrets.redact(_short(exc, 200))
+            result.error = f"{CANNOT_CONNECT} to {self.display_url}{PATH}: {said}"
             return result
         except TimeoutError:
             result.t_end = time.perf_counter()
@@ -137,7 +139,7 @@ class OpenAIImagesEngine:
             return result
         except aiohttp.ClientError as exc:
             result.t_end = time.perf_counter()
-            result.error = f"{type(exc).__name__}: {_short(exc, 200)}"
+            result.error = f"{type(exc).__name__}: {self.secrets.redact(_short(exc, 200))}"
             return result
         result.t_end = time.perf_counter()
         try:
@@ -148,7 +150,8 @@ class OpenAIImagesEngine:
         if status != 200 or not isinstance(doc, dict) or not isinstance(doc.get("data"), list):
             err = doc.get("error") if isinstance(doc, dict) else None
             msg = err.get("message") if isinstance(err, dict) else err
-            result.error = f"HTTP {status}" + (f": {_short(msg)}" if msg else ": no 'data' in the answer")
+            said = f": {self.secrets.redact(_short(msg))}" if msg else ": no 'data' in the answer"
+            result.error = f"HTTP {status}{said}"
             return result
         self._read_images(doc["data"][:MAX_IMAGES], req, result)
         return result
