@@ -28,13 +28,13 @@ from typing import Any
 
 from _inprocess import add_common_args, pin_torch
 
-from gpuledger.bench.image_flags import image_spec
 from gpuledger.bench.runner import run_bench
 from gpuledger.engines.image.base import request_for
 from gpuledger.engines.image.catalog import dummy_pipeline
 from gpuledger.engines.image.imports import import_torch
 from gpuledger.engines.image.pipelines import build_dummy
 from gpuledger.engines.torch.device import TORCH_DTYPE_NAMES
+from gpuledger.kinds.image.options import image_spec
 from gpuledger.kinds.image.summary import ImageSummary
 from gpuledger.store import open_store
 

@@ -33,11 +33,11 @@ from typing import Any
 
 from _inprocess import add_common_args, pin_torch
 
-from gpuledger.bench.flags import torch_spec
 from gpuledger.bench.runner import Hooks, run_bench
 from gpuledger.engines.torch.generate import make_prompts
 from gpuledger.engines.torch.imports import import_torch
 from gpuledger.engines.torch.models import LoadedModel, load_model, plan_model
+from gpuledger.kinds.text.options import torch_spec
 from gpuledger.store import open_store
 
 TARGET = 0.03

@@ -36,11 +36,11 @@ from typing import Any
 from _inprocess import add_common_args, pin_torch
 
 from gpuledger.bench.runner import Hooks, run_bench
-from gpuledger.bench.train_flags import train_spec
 from gpuledger.engines.torch.device import resolve_dtype, select_device
 from gpuledger.engines.torch.imports import import_torch
 from gpuledger.engines.torch.models import LoadedModel, load_model, plan_model
 from gpuledger.engines.torch.trainstep import AUTOCAST_DTYPES, TokenSource
+from gpuledger.kinds.train.options import train_spec
 from gpuledger.kinds.train.summary import TrainingSummary
 from gpuledger.store import open_store
 

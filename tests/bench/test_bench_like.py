@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from stream_server import Scenario, StreamServer
 
-from gpuledger.bench.flags import server_document, server_spec
 from gpuledger.bench.like import engine_of_repeat, repeat
 from gpuledger.cli.main import main
 from gpuledger.errors import UsageError
+from gpuledger.kinds.text.options import server_document, server_spec
 from gpuledger.records import RunInfo
 from gpuledger.records.spec import LikeOrigin
 

@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 from stream_server import Scenario, StreamServer
 
-from gpuledger.bench.flags import server_spec
 from gpuledger.bench.prepare import PREPARE_MAX, prepare_count
 from gpuledger.bench.progress import BenchProgress, PrepProgress
 from gpuledger.bench.runner import Hooks, run_bench
 from gpuledger.cli.common import SafeConsole
 from gpuledger.cli.main import Terminated, install_signal_handlers, main
+from gpuledger.kinds.text.options import server_spec
 from gpuledger.records.spec import DatasetSpec
 from gpuledger.store import Store, open_store
 

@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 import typer.main
 
-from gpuledger.bench.flags import FLAG_FIELDS, flags_document, server_spec, torch_spec
+from gpuledger.bench.flags import FLAG_FIELDS, flags_document
 from gpuledger.bench.like import repeat
 from gpuledger.cli.app import app
 from gpuledger.engines import engine_kind
 from gpuledger.errors import InvalidInputError, UsageError
+from gpuledger.kinds.text.options import server_spec, torch_spec
 from gpuledger.kinds.text.spec import ServerSpec, TorchSpec
 from gpuledger.records import BenchSpec, RunInfo, SpecError, dump_spec, load_spec
 from gpuledger.records.spec import checked

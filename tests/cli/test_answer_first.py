@@ -19,6 +19,7 @@ from termcheck import cut_numbers, missing_whole, split_in_cells, too_wide
 from typer.testing import CliRunner
 
 from gpuledger.cli.main import app
+from gpuledger.kinds.pipeline import RunResult
 from gpuledger.report import fmt
 from gpuledger.store import Store, open_store
 
@@ -151,6 +152,17 @@ def test_show_opens_with_the_measured_headline_and_the_last_price(golden_db: str
     assert text.index("last priced") < text.index("Per stage of the sweep") < text.index(f"run {run_id} ─")
 
 
+def _run_pipeline(tmp_path: Path, *, task: str, profile: str, model: str | None = None) -> RunResult:
+    """`gpuledger run --quick` on this CPU through the library (the pipeline the command calls), the report
+    written with the command's own file writer."""
+    from gpuledger.cli import files
+    from gpuledger.kinds.pipeline import PipelineHooks, RunOptions, run_pipeline
+
+    options = RunOptions(task=task, device="cpu", model=model, quick=True, profile=profile,
+                         html=tmp_path / "r.html", db=f"sqlite:///{tmp_path / 'runs.sqlite'}")
+    return run_pipeline(options, PipelineHooks(files=files))
+
+
 @pytest.mark.slow
 def test_run_opens_with_the_price_and_prints_its_power_rule_once(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
@@ -159,22 +171,19 @@ def test_run_opens_with_the_price_and_prints_its_power_rule_once(
     rule is what the price rests on), the answer first, the rule once, 80 and 120 columns."""
     pytest.importorskip("torch", reason="`gpuledger run` needs torch")
     from gpuledger.cli import run_cmd
-    from gpuledger.cli.main import main
 
     box = tmp_path / "cpu-box.yaml"
     box.write_text("name: cpu-box\nhost_price: 1500\nelectricity_per_kwh: 0.14\npue: 1.0\n")
-    db = f"sqlite:///{tmp_path / 'runs.sqlite'}"
-    rc = main(["run", "--device", "cpu", "--model", "dummy:smollm2-135m", "--quick", "--profile", str(box),
-               "--html", str(tmp_path / "r.html"), "--db", db, "--json"])
-    doc = json.loads(capsys.readouterr().out)
-    assert rc == 0 and doc["cost"] is not None
+    result = _run_pipeline(tmp_path, task="text", model="dummy:smollm2-135m", profile=str(box))
+    doc = result.document()
+    assert doc["cost"] is not None
     price = f"{fmt.num(doc['cost']['per_1m_output_tokens'])} USD per 1M output tokens"
     monkeypatch.setenv("COLUMNS", "1000")
-    run_cmd._render(doc)
+    run_cmd.render(result)
     wide = capsys.readouterr().out
     for width in (80, 120):
         monkeypatch.setenv("COLUMNS", str(width))
-        run_cmd._render(doc)
+        run_cmd.render(result)
         out = capsys.readouterr().out
         lines = [line for line in out.splitlines() if line.strip()]
         # the header (what ran where: one line or more, by the CPU's name), the run id, then the price
@@ -202,26 +211,22 @@ def test_run_of_a_training_or_image_task_opens_with_the_price_like_a_text_run(
     pytest.importorskip("torch", reason="`gpuledger run` needs torch")
     if task == "image":
         pytest.importorskip("diffusers", reason="`gpuledger run --task image` needs diffusers")
-    from gpuledger.cli.main import main
-    from gpuledger.cli.run_steps import render_task
+    from gpuledger.cli.run_cmd import render
 
-    module = __import__(f"gpuledger.cli.run_{task}", fromlist=["_figures"])
-    db = f"sqlite:///{tmp_path / 'runs.sqlite'}"
-    rc = main(["run", "--task", task, "--quick", "--profile", "cpu-cloud", "--html", str(tmp_path / "r.html"),
-               "--db", db, "--json"])
-    doc = json.loads(capsys.readouterr().out)
-    assert rc == 0 and doc["cost"] is not None, doc
+    result = _run_pipeline(tmp_path, task=task, profile="cpu-cloud")
+    doc = result.document()
+    assert doc["cost"] is not None, doc
     price = f"{fmt.num(doc['cost'][key])} {unit}"
     assert doc["answer"]["headline"] == price
     # the price of every unit the run is priced in, and what one USD buys of what it yields (cost's keys)
     assert set(doc["cost"]) == {"currency", "document", key, *prices}
     assert all(doc["cost"][k] == doc["cost"]["document"][k] for k in (key, *prices))
     monkeypatch.setenv("COLUMNS", "1000")
-    render_task(doc, module._figures(doc["metrics"]))
+    render(result)
     wide = capsys.readouterr().out
     for width in (80, 120):
         monkeypatch.setenv("COLUMNS", str(width))
-        render_task(doc, module._figures(doc["metrics"]))
+        render(result)
         out = capsys.readouterr().out
         lines = [line for line in out.splitlines() if line.strip()]
         start = next(i for i, line in enumerate(lines) if line.startswith(f"run {doc['run_id']}"))

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from comfy_replay import Knobs, ReplayServer
 
-from gpuledger.bench.image_flags import image_spec
 from gpuledger.bench.runner import Hooks, run_bench, run_bench_async
+from gpuledger.kinds.image.options import image_spec
 from gpuledger.kinds.image.spec import ImageSpec
 from gpuledger.kinds.image.summary import ImageSummary, timing_of
 from gpuledger.records import RunInfo

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from comfy_replay import Knobs, ReplayServer
 
-from gpuledger.bench.image_flags import image_spec
 from gpuledger.bench.runner import run_bench_async
 from gpuledger.bench.validity import rules_for, verdict
 from gpuledger.kinds.image import checks as image_checks
+from gpuledger.kinds.image.options import image_spec
 from gpuledger.records import RunInfo
 from gpuledger.records.validity import Verdict
 from gpuledger.store import open_store

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from gpuledger.bench import choice as ch
-from gpuledger.bench.flags import torch_spec
 from gpuledger.bench.runner import Hooks, run_bench
 from gpuledger.engines.torch import device as td
 from gpuledger.engines.torch import imports as ti
@@ -28,6 +27,7 @@ from gpuledger.errors import (
     ResourceError,
     UsageError,
 )
+from gpuledger.kinds.text.options import torch_spec
 from gpuledger.kinds.text.spec import TorchSpec
 from gpuledger.kinds.text.summary import TextGenerationSummary
 from gpuledger.records import RunInfo

@@ -16,10 +16,10 @@ import psutil
 import pytest
 
 from gpuledger.bench.runner import Hooks, run_bench
-from gpuledger.bench.train_flags import train_spec
 from gpuledger.engines.torch import trainplan as tp
 from gpuledger.engines.torch.device import select_device
 from gpuledger.errors import ResourceError
+from gpuledger.kinds.train.options import train_spec
 from gpuledger.kinds.train.spec import TrainSpec
 from gpuledger.kinds.train.summary import TrainingSummary, step_of
 from gpuledger.store import open_store

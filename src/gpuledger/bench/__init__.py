@@ -3,8 +3,8 @@ the run writer, the spec a command line asks for, and the metrics (pure function
 
 from __future__ import annotations
 
-from gpuledger.bench.flags import server_spec, spec_of, torch_spec
 from gpuledger.bench.metrics import parse_slo, summarize
+from gpuledger.bench.options import spec_of
 from gpuledger.bench.runner import Hooks, run_bench, run_bench_async
 from gpuledger.bench.writer import RunWriter
 
@@ -14,8 +14,6 @@ __all__ = [
     "parse_slo",
     "run_bench",
     "run_bench_async",
-    "server_spec",
     "spec_of",
     "summarize",
-    "torch_spec",
 ]

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gpuledger.bench.flags import torch_spec
 from gpuledger.engines.torch.device import (
     DeviceInfo,
     ensure_fits,
@@ -22,6 +21,7 @@ from gpuledger.engines.torch.device import (
 from gpuledger.engines.torch.models import DUMMY_PREFIX, ModelPlan, plan_model
 from gpuledger.errors import ResourceError
 from gpuledger.facts.cpu import usable_cpus
+from gpuledger.kinds.text.options import torch_spec
 from gpuledger.kinds.text.spec import TorchSpec
 from gpuledger.records.torchspec import MemoryEstimate
 

@@ -27,7 +27,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gpuledger.bench.flags import FLAG_FIELDS, REPEAT_NEEDS, spec_of
+from gpuledger.bench.flags import FLAG_FIELDS, REPEAT_NEEDS
+from gpuledger.bench.options import spec_of
 from gpuledger.engines import EngineKind, either, engine_kind, engine_names
 from gpuledger.errors import InvalidInputError, UsageError
 from gpuledger.kinds.text.spec import ServerSpec

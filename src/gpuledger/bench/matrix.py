@@ -44,13 +44,13 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from gpuledger.bench.flags import server_spec
 from gpuledger.bench.matrix_sections import KubernetesSection, SlurmSection
 from gpuledger.bench.metrics import parse_slo
 from gpuledger.bench.workers import check_workers
 from gpuledger.catalog.catalog import read_yaml_mapping
 from gpuledger.engines import engine_kind
 from gpuledger.errors import GpuledgerError, InvalidInputError, NotFoundError
+from gpuledger.kinds.text.options import server_spec
 from gpuledger.kinds.text.spec import ServerSpec
 from gpuledger.records.spec import FILE_DATASETS
 from gpuledger.store.matrix import MAX_KEY_CHARS

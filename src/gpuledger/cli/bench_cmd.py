@@ -16,9 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from gpuledger.bench.tasks import TASKS
-from gpuledger.cli.bench_render import render_run
-from gpuledger.cli.common import DbOpt, JsonOpt, environment_fingerprint, err_console, print_json
+from gpuledger.cli.common import DbOpt, JsonOpt, err_console
 from gpuledger.cli.train_opts import (
     CheckpointingOpt,
     CompileOpt,
@@ -38,22 +36,26 @@ from gpuledger.cli.workload_opts import (
     TraceSpeedOpt,
     TurnsOpt,
 )
-from gpuledger.engines import DEFAULT_BASE_URLS, ENGINE_KINDS, engine_kind
 from gpuledger.errors import EngineError, Interrupted, UsageError
+from gpuledger.records.kinds import engine_names_of_kinds, kinds
 
 if TYPE_CHECKING:
     from gpuledger.records import RunInfo
 
-# The engine registry is cheap to import (no HTTP stack, no torch): the options' help is written from it.
-ENGINE_HELP = "; ".join(f"{k.name}: {k.about}" for k in ENGINE_KINDS.values()) + "."
+# The options' help is written from the kinds' descriptors (records/kinds.py: each kind names its engines),
+# which import nothing of the bench, the engines or the store: `bench --help` starts at once.
+_ENGINES = engine_names_of_kinds()
+ENGINE_HELP = "; ".join(f"{e.name}: {e.about}" for e in _ENGINES) + "."
 BASE_URL_HELP = "Server URL (default " + ", ".join(
-    f"{url} for {name}" for name, url in DEFAULT_BASE_URLS.items()
+    f"{e.default_base_url} for {e.name}" for e in _ENGINES if e.default_base_url
 ) + ")."
-TASK_HELP = "; ".join(f"{t.name}: {t.about}" for t in TASKS.values()) + " (default text)."
+TASK_HELP = "; ".join(f"{k.name}: {k.about}" for k in kinds()) + " (default text)."
 ENDPOINT_HELP = "; ".join(
-    f"{k.name}: " + " | ".join(f"{e} (default)" if e == k.default_endpoint else e for e in k.endpoints)
-    for k in ENGINE_KINDS.values() if k.endpoints
+    f"{e.name}: " + " | ".join(f"{n} (default)" if i == 0 else n for i, (n, _) in enumerate(e.endpoints))
+    for e in _ENGINES if e.endpoints
 ) + "."
+# The command line's names of two options whose parameters cannot be called so (typer, Python).
+RENAMED = {"set_inputs": "set", "compile_model": "compile"}
 
 
 def _from_command_line(ctx: typer.Context, name: str) -> bool:
@@ -143,7 +145,11 @@ def bench(
         ),
     ] = None,
     warmup: Annotated[int, typer.Option("--warmup", help="Requests sent first and not measured.")] = 1,
-    seed: Annotated[int, typer.Option("--seed", help="Seed for prompt choice, lengths and arrivals.")] = 0,
+    seed: Annotated[
+        int | None,
+        typer.Option("--seed", help="Seed for prompt choice, lengths and arrivals (default 0; comfyui: a "
+                     "fresh one per run, kept with it; openai-images: none sent)."),
+    ] = None,
     slo: Annotated[
         str | None,
         typer.Option(
@@ -284,20 +290,20 @@ def bench(
     json_out: JsonOpt = False,
 ) -> None:
     """Measure tokens/s, TTFT, TPOT, ITL and E2E of a server under load, with telemetry; store the run."""
-    from gpuledger.bench.flags import flags_document, require, spec_of
+    from gpuledger.bench.flags import require
     from gpuledger.bench.like import check_dataset, engine_of_repeat, repeat
+    from gpuledger.bench.options import options_of, spec_of
     from gpuledger.bench.runner import Hooks, run_bench_async
-    from gpuledger.bench.tasks import check_task_flags, engine_for_task
+    from gpuledger.bench.tasks import engine_for_task
+    from gpuledger.cli.common import environment_fingerprint
+    from gpuledger.engines import engine_kind
     from gpuledger.kinds.text.spec import ServerSpec
     from gpuledger.store import open_store
 
-    values = dict(ctx.params)
-    given = {name for name in values if _from_command_line(ctx, name)}
+    values = {RENAMED.get(k, k): v for k, v in ctx.params.items()}
+    given = {RENAMED.get(k, k) for k in ctx.params if _from_command_line(ctx, k)}
     if like is None or "engine" in given or task is not None:  # a repeat's engine is the stored run's
         engine = values["engine"] = engine_for_task(task, engine, "engine" in given)
-    values["set"] = values.pop("set_inputs")
-    values["compile"] = values.pop("compile_model")
-    values["given"] = given
     stored = None
     if like is not None:
         with open_store(db) as store:
@@ -305,8 +311,9 @@ def bench(
         kind = engine_of_repeat(stored, engine, given)
     else:
         kind = engine_kind(engine)
-    check_task_flags(kind.name, given)
-    asked = flags_document(kind, values)
+    # The task's options, validated once: every option's bound, the options of another task refused.
+    options = options_of(kind, values, given)
+    asked = options.document(kind)
     spec = repeat(stored, asked, kind, given) if stored is not None else spec_of(kind, asked)
     require(spec)  # every flag problem is exit 2 before anything is opened
     from gpuledger.bench.workers import check_workers
@@ -344,6 +351,7 @@ def bench(
         if repeats > 1:  # one group of N runs of the same spec (cli/groups.py)
             from dataclasses import replace
 
+            from gpuledger.cli.bench_render import render_run
             from gpuledger.cli.groups import print_repeats, run_repeats
 
             group, runs = run_repeats(repeats, lambda extra: asyncio.run(
@@ -358,6 +366,9 @@ def bench(
 
 
 def _emit(info: RunInfo, json_out: bool) -> None:
+    from gpuledger.cli.bench_render import render_run
+    from gpuledger.cli.common import print_json
+
     if json_out:
         print_json(info)
     else:

@@ -1,5 +1,6 @@
-"""``gpuledger bench``'s options for ``--task train`` (docs/train.md). The values go to
-``bench.train_flags.train_from``; their rules are ``kinds/train/spec.py``'s."""
+"""``gpuledger bench``'s options for ``--task train`` (docs/train.md): their declarations, importable alone
+(the help imports nothing of the bench). The values make ``kinds.train.options.TrainOptions``, which checks
+them."""
 
 from __future__ import annotations
 

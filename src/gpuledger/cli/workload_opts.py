@@ -1,5 +1,5 @@
 """``gpuledger bench``'s options for the production-like workloads (docs/bench.md, "Workloads"): multi-turn
-sessions, shared prefixes, trace replay. The values go to ``bench.flags.server_document``; their rules are
+sessions, shared prefixes, trace replay. The values make ``kinds.text.options.TextOptions``; their rules are
 ``records/workloads.py``'s."""
 
 from __future__ import annotations

@@ -1,17 +1,20 @@
 """The engines, registered by name: what each one is called on the command line, the spec kind its runs
 store (``records.spec``), its endpoints and default server URL, and how to make one.
 
-The CLI's ``--engine`` choices and help, the runner and ``bench --like`` read this registry; nothing else
-lists engines. An engine's module is imported only when the engine is made: the HTTP engines load aiohttp
-and orjson (~0.25 s), the in-process engine torch and transformers (seconds), which the other commands
-need not pay.
+The CLI's ``--engine`` choices and help are written from the kinds' descriptors (``records.kinds.EngineName``:
+each kind's ``__init__`` names its engines, importable without this package, so ``bench --help`` imports no
+engine); this registry makes an ``EngineKind`` of each of them with its spec class and factory, and refuses a
+descriptor's engine it has no factory for. The runner, ``bench --like`` and ``gpuledger run`` read the
+registry; nothing else lists engines. An engine's module is imported only when the engine is made: the HTTP
+engines load aiohttp and orjson (~0.25 s), the in-process engine torch and transformers (seconds), which the
+other commands need not pay.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from gpuledger.engines.base import Engine, GenRequest, GenResult
 from gpuledger.errors import UsageError
@@ -19,15 +22,21 @@ from gpuledger.kinds.image.spec import ImageSpec
 from gpuledger.kinds.text.spec import ServerSpec, TorchSpec
 from gpuledger.kinds.train.spec import TrainSpec
 from gpuledger.records import BenchSpec
+from gpuledger.records.kinds import EngineName, engine_names_of_kinds
+
+if TYPE_CHECKING:
+    from gpuledger.engines.torch.models import ModelPlan
 
 
 @dataclass(frozen=True, slots=True)
 class EngineOptions:
     """What making an engine needs beyond its spec: the API key (read from the variable the spec names,
-    never stored) and where an engine reports its phases (loading a model takes a while)."""
+    never stored), where an engine reports its phases (loading a model takes a while) and, for the in-process
+    engine, the model already planned (``gpuledger run`` chose it by its plan: not planned twice)."""
 
     api_key: str | None = None
     on_phase: Callable[[str], None] | None = None
+    plan: ModelPlan | None = None
 
 
 Factory = Callable[[BenchSpec, EngineOptions], Engine]
@@ -146,20 +155,10 @@ def _torch() -> Factory:
     def make(spec: BenchSpec, options: EngineOptions) -> Engine:
         if not isinstance(spec, TorchSpec):
             raise UsageError(f"the torch engine needs a torch spec, not {spec.kind or 'this one'}")
-        return TorchEngine(spec, on_phase=options.on_phase)
+        return TorchEngine(spec, on_phase=options.on_phase, plan=options.plan)
 
     return make
 
-
-register_engine(EngineKind(
-    "openai", "OpenAI-compatible servers: vLLM, SGLang, llama.cpp, TGI, …", ServerSpec, _openai,
-    {"completions": "prompt", "chat": "chat"}, "http://127.0.0.1:8000",
-))
-register_engine(EngineKind(
-    "ollama", "Ollama's native API", ServerSpec, _ollama, {"generate": "prompt", "chat": "chat"},
-    "http://127.0.0.1:11434",
-))
-register_engine(EngineKind("torch", "in-process PyTorch", TorchSpec, _torch))
 
 
 def _image(name: str) -> Callable[[], Factory]:
@@ -178,13 +177,6 @@ def _image(name: str) -> Callable[[], Factory]:
     return factory
 
 
-register_engine(EngineKind("diffusers", "in-process image generation (diffusers pipelines)", ImageSpec,
-                           _image("diffusers")))
-register_engine(EngineKind("comfyui", "a ComfyUI server running your workflow (API format)", ImageSpec,
-                           _image("comfyui"), default_base_url="http://127.0.0.1:8188"))
-register_engine(EngineKind("openai-images", "OpenAI-compatible /v1/images/generations (vLLM-Omni, SGLang, "
-                           "LocalAI, …)", ImageSpec, _image("openai-images"), default_base_url="http://127.0.0.1:8000"))
-
 
 def _train() -> Factory:
     """The training engine (``engines/torch/trainer.py``; ``bench --task train --engine torch``)."""
@@ -198,5 +190,27 @@ def _train() -> Factory:
     return make
 
 
-register_engine(EngineKind("torch-train", "in-process PyTorch training (--task train --engine torch)",
-                           TrainSpec, _train))
+# How to make each engine the kinds' descriptors name, and the spec classes their runs store.
+FACTORIES: dict[str, Callable[[], Factory]] = {
+    "openai": _openai,
+    "ollama": _ollama,
+    "torch": _torch,
+    "diffusers": _image("diffusers"),
+    "comfyui": _image("comfyui"),
+    "openai-images": _image("openai-images"),
+    "torch-train": _train,
+}
+SPECS: dict[str, type[BenchSpec]] = {s.KIND: s for s in (ServerSpec, TorchSpec, ImageSpec, TrainSpec)}
+
+
+def kind_of_entry(entry: EngineName) -> EngineKind:
+    """The registered engine of a descriptor's entry: its names and endpoints, its spec class and factory."""
+    factory = FACTORIES.get(entry.name)
+    spec = SPECS.get(entry.spec_kind)
+    if factory is None or spec is None:
+        raise LookupError(f"engine {entry.name}: no factory or spec class for it in engines.registry")
+    return EngineKind(entry.name, entry.about, spec, factory, dict(entry.endpoints), entry.default_base_url)
+
+
+for _entry in engine_names_of_kinds():
+    register_engine(kind_of_entry(_entry))

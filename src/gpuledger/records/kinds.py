@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from types import ModuleType
 
 # Where kinds live; a kind is the subpackage of this package whose __init__ defines KIND.
@@ -43,11 +44,31 @@ class UnknownKind(LookupError):
 
 
 @dataclass(frozen=True, slots=True)
+class EngineName:
+    """What the command line says of one engine before anything of it is imported (``bench --help``): its
+    name, one line about it, the ``KIND`` of the specs its runs store, its endpoints with the request shape
+    each takes (``prompt`` or ``chat``, the default first) and its default server URL. The engine registry
+    (``engines.registry``) adds how to make one; a test holds the two to the same names."""
+
+    name: str
+    about: str
+    spec_kind: str
+    endpoints: tuple[tuple[str, str], ...] = ()
+    default_base_url: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class WorkloadKind:
     """One workload. ``name`` is what ``--task`` takes; ``summary_kinds`` the ``KIND`` of every summary class
     its runs store, ``spec_kinds`` those of its specs; ``unit`` the unit its runs are stored in
     (``RunInfo.unit``: ``image``, ``training_token``; text generation's ``token``, what its runs always
-    stored); ``order`` its place in lists (``--task``'s choices)."""
+    stored); ``order`` its place in lists (``--task``'s choices).
+
+    What ``--task`` needs of it: ``engines`` (its engines, in the order ``--engine`` lists them),
+    ``default_engine`` (run without ``--engine``), ``engine_aliases`` (what ``--engine NAME`` means under this
+    task when NAME is another task's engine: ``--task train --engine torch`` is ``torch-train``) and ``flags``
+    (the bench options that are its own: given to another task's engine they are refused with one line; an
+    option several tasks take, ``--steps``, is listed by each)."""
 
     name: str
     about: str
@@ -57,6 +78,10 @@ class WorkloadKind:
     spec_kinds: tuple[str, ...] = ()
     order: int = 100
     facets: frozenset[str] = field(default_factory=frozenset)
+    engines: tuple[EngineName, ...] = ()
+    default_engine: str = ""
+    engine_aliases: Mapping[str, str] = field(default_factory=dict)
+    flags: tuple[str, ...] = ()
 
     def has(self, facet: str) -> bool:
         return facet in self.facets
@@ -88,17 +113,10 @@ def _discover() -> dict[str, WorkloadKind]:
             raise TypeError(f"{package} defines no KIND = WorkloadKind(...)")
         path = getattr(module, "__path__", None) or []
         facets = frozenset(m.name for m in pkgutil.iter_modules(path) if m.name in FACETS)
-        found.append(_with(kind, package, facets))
+        found.append(replace(kind, package=package, facets=facets))
     for kind in sorted(found, key=lambda k: (k.order, k.name)):
         _REGISTRY[kind.name] = kind
     return _REGISTRY
-
-
-def _with(kind: WorkloadKind, package: str, facets: frozenset[str]) -> WorkloadKind:
-    return WorkloadKind(
-        name=kind.name, about=kind.about, package=package, unit=kind.unit, summary_kinds=kind.summary_kinds,
-        spec_kinds=kind.spec_kinds, order=kind.order, facets=facets,
-    )
 
 
 def kinds() -> tuple[WorkloadKind, ...]:
@@ -123,6 +141,12 @@ def kind_of_spec(spec_kind: str) -> WorkloadKind | None:
     return next((k for k in kinds() if spec_kind in k.spec_kinds), None)
 
 
+def engine_names_of_kinds() -> tuple[EngineName, ...]:
+    """Every kind's engines as its descriptor names them, in the kinds' order (the light table the
+    command line's help and ``--engine`` choices are written from)."""
+    return tuple(e for k in kinds() for e in k.engines)
+
+
 def load_facet(facet: str) -> list[ModuleType]:
     """The ``facet`` module of every kind that has one, in the kinds' order (imported now)."""
     out = []
@@ -135,9 +159,11 @@ def load_facet(facet: str) -> list[ModuleType]:
 
 __all__ = [
     "FACETS",
+    "EngineName",
     "KINDS_PACKAGE",
     "UnknownKind",
     "WorkloadKind",
+    "engine_names_of_kinds",
     "kind_named",
     "kind_of_spec",
     "kind_of_summary",

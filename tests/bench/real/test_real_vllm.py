@@ -224,9 +224,9 @@ def test_the_first_of_2000_requests_is_sent_within_2_s(vllm_server: RealServer) 
     import signal
     import time
 
-    from gpuledger.bench.flags import server_spec
     from gpuledger.bench.runner import Hooks, run_bench
     from gpuledger.errors import Interrupted
+    from gpuledger.kinds.text.options import server_spec
     from gpuledger.store import open_store
 
     sent: list[float] = []

@@ -13,11 +13,14 @@ telemetry, writer, interruption, failure: ``bench/runner.py``).
   decode step (its requests never finished and are not recorded).
 - ``after_run`` adds the allocator's peak, the warm-up time and the host's CPU to the run's server record
   (PyTorch is the "server"); ``close`` releases the model and puts PyTorch's thread count back.
+- ``report`` is what the engine resolved and measured, typed (``TorchReport``: the planned model, the device,
+  the dtype, the memory estimate, the allocator's peak), read by ``gpuledger run`` after the run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from gpuledger.engines.base import GenRequest, GenResult, ServerInfo
@@ -45,6 +48,18 @@ from gpuledger.kinds.text.spec import TorchSpec
 from gpuledger.quantity import Quantity
 from gpuledger.records import BenchSpec
 from gpuledger.records.torchspec import GenerationSettings, MemoryEstimate
+
+
+@dataclass(frozen=True, slots=True)
+class TorchReport:
+    """What the engine resolved when it opened and measured when the run ended: the model it planned, the
+    device and dtype it chose, the memory it estimated and the allocator's peak over the run."""
+
+    plan: ModelPlan
+    device: DeviceInfo
+    dtype: str
+    estimate: MemoryEstimate
+    peak_memory: Quantity
 
 
 class TorchEngine(InProcessEngine):
@@ -171,6 +186,13 @@ class TorchEngine(InProcessEngine):
         details = {**self._details(), "warmup_s": self.warmup_s or None, "peak_memory": self.peak.to_dict()}
         self._reserved_peak(details, dev)
         return self._run_record(dev, details)
+
+    def report(self) -> TorchReport:
+        """``TorchReport`` of the run this engine made; ``EngineError`` before it opened and ran."""
+        if (self.plan is None or self.device is None or self.dtype is None or self.estimate is None
+                or self.peak is None):
+            raise EngineError("the torch engine did not report its device and memory (it has not run)")
+        return TorchReport(self.plan, self.device, self.dtype, self.estimate, self.peak)
 
     async def close(self) -> None:
         self._stop.set()
