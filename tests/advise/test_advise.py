@@ -78,8 +78,9 @@ def test_published_points_are_interpolated_along_their_pareto_front(
     assert best.option.total_tokens_per_s == pytest.approx(total * 8)
     assert best.option.output_tokens_per_s == pytest.approx(total * 1024 / 9216 * 8)
     assert "between 25 and 32 tok/s/user" in best.option.how and "SemiAnalysis InferenceX" in best.option.how
-    assert best.cost is not None and best.cost.to_dict()["usd_per_1m_output_tokens"]["origin"] == (
-        "derived from published rate, priced here")
+    assert best.cost is not None
+    priced = best.cost.document().price("output_token")
+    assert priced is not None and priced.origin == "derived from published rate, priced here"
     # outside the published range there is no published figure: the roofline, labelled an estimate
     fast = _advise(catalog, published, arch=R1, input_len=8192, output_len=1024, gpus=("b200",),
                    interactivity=60.0)
@@ -196,7 +197,7 @@ def test_your_own_runs_of_the_model_set_the_efficiency_of_that_vendor(
 def test_every_figure_in_the_json_says_where_it_comes_from(
     catalog: Catalog, published: list[RunInfo]
 ) -> None:
-    doc = _advise(catalog, published, gpus=("b200", "mi300x")).to_dict()
+    doc = _advise(catalog, published, gpus=("b200", "mi300x")).document().model_dump(mode="json")
     json.dumps(doc)
     assert doc["model"]["origin"] == "published config"
     for row in doc["ranking"]:

@@ -54,7 +54,7 @@ def test_by_default_every_ranked_gpu_is_priced_as_owned_and_one_without_a_purcha
     assert not advice.mixed_basis
     table = ranking_table(advice)
     assert "every GPU priced owned" in table.title and "priced as" not in table.columns
-    doc = advice.to_dict()
+    doc = advice.document().model_dump(mode="json")
     assert doc["pricing_basis"]["basis"] == "own" and doc["pricing_basis"]["default"] == "own"
     assert "(the default" in doc["pricing_basis"]["text"]
     assert {row["pricing_basis"]["basis"] for row in doc["ranking"]} == {"own"}
@@ -89,7 +89,7 @@ def test_your_profile_of_another_basis_is_said_in_its_row(catalog: Catalog) -> N
     assert {row[1]: row[col] for row in table.rows} == {"NVIDIA B200": "owned",
                                                         "AMD Instinct MI325X": "rented (your profile)"}
     assert "each GPU priced as its row says" in table.title
-    doc = advice.to_dict()
+    doc = advice.document().model_dump(mode="json")
     assert doc["pricing_basis"]["mixed"] is True
     rows = {r["gpu"]: r["pricing_basis"] for r in doc["ranking"]}
     assert rows["mi325x"] == {"basis": "rent", "profile": "mi325x-rent", "yours": True,

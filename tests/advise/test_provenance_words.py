@@ -48,7 +48,7 @@ def test_a_published_points_mbu_is_derived_from_published_with_its_assumptions(
     assert "(published)" not in eff.text()
     listed = "; ".join(eff.assumptions)
     assert "one replica spans 8 GPU(s)" in listed and "16-bit KV cache assumed" in listed
-    doc = eff.to_dict()
+    doc = eff.document().model_dump(mode="json")
     assert doc["origin"] == "derived from published" and doc["premises"] == list(eff.premises)
     assert doc["label"].startswith("derived by gpuledger from rates published by SemiAnalysis InferenceX")
 
@@ -64,7 +64,7 @@ def test_carried_to_another_model_and_gpu_it_keeps_its_words_and_its_assumptions
     est = estimate_model(QWEN, catalog.get("h200"), Workload(1024, 256, 16),
                          pool=efficiency_pool(published, catalog),
                          profile=CostProfile(rental_per_gpu_hour=3.0))
-    doc = est.to_dict()
+    doc = est.document().model_dump(mode="json")
     assert doc["efficiency"]["origin"] == "derived from published"
     assert "derived from published" in doc["roofline"]["tpot_ms"]["how"]
 
@@ -74,7 +74,7 @@ def test_an_estimate_of_a_published_point_says_derived_not_measured(
 ) -> None:
     est = estimate_run(_b200_point(published), "h200", CostProfile(rental_per_gpu_hour=3.0), catalog=catalog)
     assert est.efficiency.origin == "derived from published"
-    carried = est.to_dict()["cost"]["efficiency"]
+    carried = est.document().model_dump(mode="json")["cost"]["efficiency"]
     assert carried["origin"] == "estimate" and "measured" not in carried["label"]
     assert carried["label"].startswith("estimate: the MBU/MFU derived from published, assuming one replica")
     assert est.cost.efficiency is not None
@@ -101,7 +101,8 @@ def test_the_advisor_says_derived_between_published_points_and_published_at_one(
     assert not isinstance(hit, str) and hit.origin == "published" and hit.output_tokens_per_s_per_gpu == 600.0
     assert not isinstance(mid, str) and mid.origin == "derived from published"
     rq = Request(arch=R1, input_len=8192, output_len=1024, interactivity=30.0, gpus=("b200",))
-    doc = advise(rq, efficiency_pool(published, catalog), published, catalog=catalog).to_dict()
+    advice = advise(rq, efficiency_pool(published, catalog), published, catalog=catalog)
+    doc = advice.document().model_dump(mode="json")
     best = doc["ranking"][0]["best"]
     assert best["throughput"]["origin"] == "derived from published"
     assert best["cost"]["usd_per_1m_output_tokens"]["origin"] == "derived from published rate, priced here"

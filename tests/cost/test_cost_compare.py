@@ -49,22 +49,24 @@ def test_ratio_is_tokens_per_money_of_a_over_b_and_reciprocal(make_run: MakeRun,
     expected = a.evaluation.per_money("output_token") / b.evaluation.per_money("output_token")
     assert ab.ratio == pytest.approx(expected)
     assert ab.ratio * ba.ratio == pytest.approx(1.0)
-    assert ab.to_dict()["ratio"] == ab.ratio
+    assert ab.document().model_dump(mode="json")["ratio"] == ab.ratio
 
 
 def test_decomposition_multiplies_back_to_the_ratio(make_run: MakeRun, catalog: Catalog) -> None:
     a, b = _pair(make_run, catalog)
     dec = compare([a, b]).pairs[0].decomposition
-    assert dec["throughput_ratio"] == pytest.approx(2400 / 960)
-    assert dec["utilisation_ratio"] == pytest.approx(0.6 / 0.5)
-    assert dec["hourly_cost_ratio"] == pytest.approx(b.evaluation.hourly.total / a.evaluation.hourly.total)
-    assert dec["throughput_ratio"] * dec["utilisation_ratio"] * dec["hourly_cost_ratio"] == pytest.approx(
+    assert dec.throughput_ratio == pytest.approx(2400 / 960)
+    assert dec.utilisation_ratio == pytest.approx(0.6 / 0.5)
+    assert dec.hourly_cost_ratio == pytest.approx(b.evaluation.hourly.total / a.evaluation.hourly.total)
+    assert dec.throughput_ratio * dec.utilisation_ratio * dec.hourly_cost_ratio == pytest.approx(
         compare([a, b]).ratio
     )
-    assert sum(dec["share_of_log_ratio"].values()) == pytest.approx(1.0)
-    diff = dec["hourly"]["difference_as_share_of_a"]
-    assert sum(diff.values()) == pytest.approx(dec["hourly_cost_ratio"] - 1)
-    assert diff["labour"] > 0  # B's two weeks of setup and its maintenance hours
+    assert dec.share_of_log_ratio is not None
+    carried = dec.share_of_log_ratio
+    assert carried.throughput + carried.utilisation + carried.hourly_cost == pytest.approx(1.0)
+    diff = dec.hourly.difference_as_share_of_a
+    assert sum(v for _, v in diff.items()) == pytest.approx(dec.hourly_cost_ratio - 1)
+    assert diff.labour > 0  # B's two weeks of setup and its maintenance hours
 
 
 def test_every_break_even_value_really_equalises(make_run: MakeRun, catalog: Catalog) -> None:
@@ -175,7 +177,7 @@ def test_more_than_two_runs_compare_each_to_the_first(make_run: MakeRun, catalog
     comp = compare(runs)
     assert [p.b.run.id for p in comp.pairs] == ["run00002", "run00004"]
     assert [p.ratio for p in comp.pairs] == pytest.approx([0.5, 0.25])
-    assert "ratio" not in comp.to_dict()
+    assert "ratio" not in comp.document().model_dump(mode="json")
 
 
 def test_warnings_for_runs_that_are_not_like_for_like(make_run: MakeRun, catalog: Catalog) -> None:
@@ -239,7 +241,7 @@ def test_identical_runs_compare_at_one(make_run: MakeRun, catalog: Catalog) -> N
     b = cost_of_run(make_run("b0000001"), NV, catalog=catalog)
     pair = compare([a, b]).pairs[0]
     assert pair.ratio == pytest.approx(1.0)
-    assert pair.decomposition["share_of_log_ratio"] is None
+    assert pair.decomposition.share_of_log_ratio is None
     assert pair.warnings == []
     assert all(math.isclose(be.verified_ratio or 1.0, 1.0) for be in pair.break_even)
 

@@ -56,7 +56,7 @@ def test_estimate_scales_throughput_and_prices_the_target(make_run: MakeRun, cat
         output_tps=1000, input_tps=500, ttft_ms=None, power_w=560.0, gpu="NVIDIA H100 80GB HBM3"
     )
     est = estimate_run(run, "NVIDIA H200", CostProfile(rental_per_gpu_hour=4.0), catalog=catalog)
-    d = est.to_dict()
+    d = est.document().model_dump(mode="json")
     assert d["estimate"] is True and "ESTIMATE" in d["label"]
     assert d["target_gpu"]["key"] == "h200" and d["source_gpu"]["key"] == "h100-sxm"
     ratio = 4.8 / 3.35  # decode-only: no TTFT/E2E in the run, said so
@@ -94,7 +94,7 @@ def test_estimate_carries_the_runs_measured_mbu_and_mfu_and_labels_them_an_estim
     est = estimate_run(run, "h200", CostProfile(rental_per_gpu_hour=4.0), catalog=catalog)
     measured = run_efficiency(run, catalog=catalog)
     assert est.efficiency.mbu == pytest.approx(measured.mbu) and est.efficiency.origin == "measured"
-    carried = est.to_dict()["cost"]["efficiency"]
+    carried = est.document().model_dump(mode="json")["cost"]["efficiency"]
     assert carried["origin"] == "estimate" and carried["mbu"] == pytest.approx(measured.mbu)
     assert "carried to NVIDIA H200" in carried["label"]
     unknown = estimate_run(make_run(model="test-model"), "h200", CostProfile(rental_per_gpu_hour=4.0),
@@ -125,7 +125,7 @@ def test_a_cpu_run_is_carried_to_a_gpu_by_its_models_roofline(make_run: MakeRun,
     run = make_run(devices=[CPU], gpu=None, model="dummy:qwen2.5-7b",
                    config={"engine": "torch", "batch_size": 8, "dtype": "fp32"})
     est = estimate_cpu_run(run, catalog.get("mi300x"), profile=CostProfile(rental_per_gpu_hour=2.0))
-    d = est.to_dict()
+    d = est.document().model_dump(mode="json")
     assert d["estimate"] is True and "ESTIMATE" in d["label"] and d["basis"] == f"CPU run {run.id}"
     # the run's mean lengths and batch: 500 in / 1000 out tokens per request, 8 in flight
     assert d["workload"] == {"input_len": 500, "output_len": 1000, "concurrency": 8,

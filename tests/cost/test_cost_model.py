@@ -50,7 +50,8 @@ def test_the_runs_priced_here_measure_what_they_were_asked_for() -> None:
 
 def test_rental_example_to_the_cent(make_run: MakeRun, catalog: Catalog) -> None:
     # 2.00 USD/h; 1000 output tok/s x 3600 s x 0.5 utilisation = 1.8 M output tokens per hour
-    d = cost_of_run(make_run(output_tps=1000, input_tps=500), RENTAL, catalog=catalog).to_dict()
+    d_cost = cost_of_run(make_run(output_tps=1000, input_tps=500), RENTAL, catalog=catalog)
+    d = d_cost.document().model_dump(mode="json")
     assert d["usd_per_hour"] == 2.00
     assert round(d["usd_per_1m_output_tokens"], 2) == 1.11  # 2 / 1.8
     assert round(d["usd_per_1m_tokens"], 2) == 0.74  # 2 / 2.7
@@ -66,7 +67,7 @@ def test_rental_example_to_the_cent(make_run: MakeRun, catalog: Catalog) -> None
 def test_ownership_example_to_the_cent(make_run: MakeRun, catalog: Catalog) -> None:
     run = make_run(output_tps=2000, input_tps=1000, power_w=500.0)
     cost = cost_of_run(run, OWNED, catalog=catalog)
-    h = cost.to_dict()["hourly"]
+    h = cost.document().model_dump(mode="json")["hourly"]
     life_h = 48 * 730  # 35,040 h
     assert h["capex_usd_per_hour"] == pytest.approx(20_000 / life_h)  # 0.5708
     # average power at 80 % utilisation: 0.8 x 500 W + 0.2 x 100 W idle = 420 W
@@ -77,13 +78,13 @@ def test_ownership_example_to_the_cent(make_run: MakeRun, catalog: Catalog) -> N
     assert h["other_usd_per_hour"] == pytest.approx(100 / 730)  # 0.1370
     assert round(h["usd_per_hour"], 2) == 1.57
     # 2000 tok/s x 3600 x 0.8 = 5.76 M output tokens per hour
-    assert round(cost.to_dict()["usd_per_1m_output_tokens"], 2) == 0.27
+    assert round(cost.document().model_dump(mode="json")["usd_per_1m_output_tokens"], 2) == 0.27
     assert sum(h["shares"].values()) == pytest.approx(1.0)
 
 
 def test_money_keys_carry_the_profile_currency(make_run: MakeRun, catalog: Catalog) -> None:
     cny = CostProfile(currency="cny", rental_per_gpu_hour=15.0)
-    d = cost_of_run(make_run(), cny, catalog=catalog).to_dict()
+    d = cost_of_run(make_run(), cny, catalog=catalog).document().model_dump(mode="json")
     assert d["currency"] == "CNY"
     assert d["cny_per_hour"] == 15.0 and "cny_per_1m_output_tokens" in d and "usd_per_hour" not in d
     assert "cny_per_hour" in d["hourly"] and "capex_cny_per_hour" in d["hourly"]
@@ -92,7 +93,7 @@ def test_money_keys_carry_the_profile_currency(make_run: MakeRun, catalog: Catal
 def test_measured_power_and_energy_are_used_and_named(make_run: MakeRun, catalog: Catalog) -> None:
     run = make_run(output_tps=1000, input_tps=500, power_w=600.0, window_s=100.0, energy_j=61_000.0)
     cost = cost_of_run(run, RENTAL, catalog=catalog)
-    d = cost.to_dict()
+    d = cost.document().model_dump(mode="json")
     assert d["power"]["serving_w"] == 600.0
     assert d["power"]["power_source"].startswith("measured") and "nvml" in d["power"]["power_source"]
     assert d["power"]["estimate"] is False
@@ -104,7 +105,7 @@ def test_measured_power_and_energy_are_used_and_named(make_run: MakeRun, catalog
 def test_missing_power_falls_back_to_catalog_tdp_and_says_so(make_run: MakeRun, catalog: Catalog) -> None:
     run = make_run(power_w=None, gpu="NVIDIA H100 80GB HBM3")
     cost = cost_of_run(run, OWNED, catalog=catalog)
-    d = cost.to_dict()
+    d = cost.document().model_dump(mode="json")
     assert d["power"]["power_source"] == "catalog TDP (not measured)"
     assert d["power"]["serving_w"] == 700.0
     assert d["power"]["estimate"] is True
@@ -123,7 +124,8 @@ def test_missing_power_and_no_tdp_is_a_clear_error(make_run: MakeRun, catalog: C
 
 def test_a_user_power_figure_overrides_everything(make_run: MakeRun, catalog: Catalog) -> None:
     prof = RENTAL.model_copy(update={"power_w": 420.0})
-    d = cost_of_run(make_run(power_w=None, gpu="NVIDIA Tesla T4"), prof, catalog=catalog).to_dict()
+    d_cost = cost_of_run(make_run(power_w=None, gpu="NVIDIA Tesla T4"), prof, catalog=catalog)
+    d = d_cost.document().model_dump(mode="json")
     assert d["power"]["serving_w"] == 420.0 and d["power"]["power_source"] == "profile power_w (user figure)"
 
 
@@ -177,7 +179,7 @@ def test_cpu_run_uses_measured_rapl_power(make_run: MakeRun, catalog: Catalog) -
         "sources": {"power_w": "rapl"},
     }
     prof = CostProfile(rental_per_hour=0.5)
-    d = cost_of_run(make_run(devices=[cpu]), prof, catalog=catalog).to_dict()
+    d = cost_of_run(make_run(devices=[cpu]), prof, catalog=catalog).document().model_dump(mode="json")
     assert d["devices"]["kind"] == "cpu" and d["power"]["serving_w"] == 180.0
     assert "rapl" in d["power"]["power_source"]
 
@@ -195,7 +197,7 @@ def test_cpu_run_without_rapl_estimates_half_the_tdp_and_labels_it(
     }
     run = make_run(devices=[cpu], environment={"cpu": {"logical_cpus": 2}})
     owned_cpu = CostProfile(host_price=2000.0, electricity_per_kwh=0.2)
-    d = cost_of_run(run, owned_cpu, catalog=catalog).to_dict()
+    d = cost_of_run(run, owned_cpu, catalog=catalog).document().model_dump(mode="json")
     # CodeCarbon's fallback: 4 W per thread x 2 threads = 8 W TDP; 50 % of it = 4 W, and it says so
     assert d["power"]["serving_w"] == pytest.approx(4.0)
     assert d["power"]["estimate"] is True and d["power"]["power_source"].startswith(
@@ -206,7 +208,8 @@ def test_cpu_run_without_rapl_estimates_half_the_tdp_and_labels_it(
     assert with_tdp.inputs.power_serving_w == pytest.approx(32.5)
     assert with_tdp.power.source.startswith("estimate: 32.5 W = 50% of the profile's CPU TDP of 65 W")
     # A rental price includes energy: nothing is estimated, and J per token is unavailable (not a zero).
-    rented = cost_of_run(run, CostProfile(rental_per_hour=0.0816), catalog=catalog).to_dict()
+    rented_cost = cost_of_run(run, CostProfile(rental_per_hour=0.0816), catalog=catalog)
+    rented = rented_cost.document().model_dump(mode="json")
     assert rented["power"]["serving_w"] is None and rented["power"]["estimate"] is False
     assert rented["power"]["power_source"] == (
         "not measured — not needed for the price: rental includes energy"
@@ -254,14 +257,15 @@ def test_cost_at_slo_counts_only_good_requests(make_run: MakeRun, catalog: Catal
     run = make_run(num_ok=100, window_s=100.0, goodput=0.5)  # 1 request/s, half of them within the SLO
     assert text_summary(run).requests_per_s == pytest.approx(1.0)
     assert text_summary(run).goodput_requests_per_s == pytest.approx(0.5)
-    d = cost_of_run(run, RENTAL, catalog=catalog).to_dict()
+    d = cost_of_run(run, RENTAL, catalog=catalog).document().model_dump(mode="json")
     assert d["usd_per_good_request"] == pytest.approx(2 * d["usd_per_request"])
     assert d["usd_per_1m_output_tokens_at_slo"] == pytest.approx(2 * d["usd_per_1m_output_tokens"])
 
 
 def test_user_given_output_to_input_cost_ratio_splits_the_cost(make_run: MakeRun, catalog: Catalog) -> None:
     prof = RENTAL.model_copy(update={"output_to_input_cost_ratio": 4.0})
-    d = cost_of_run(make_run(output_tps=1000, input_tps=1000), prof, catalog=catalog).to_dict()
+    d_cost = cost_of_run(make_run(output_tps=1000, input_tps=1000), prof, catalog=catalog)
+    d = d_cost.document().model_dump(mode="json")
     # an output token costs 4 input tokens: input share = 1000 / (1000 + 4 x 1000) = 20 %
     assert d["split"]["input_cost_share"] == pytest.approx(0.2)
     split = d["split"]
@@ -269,12 +273,12 @@ def test_user_given_output_to_input_cost_ratio_splits_the_cost(make_run: MakeRun
 
 
 def test_without_ttft_and_ratio_the_split_says_why(make_run: MakeRun, catalog: Catalog) -> None:
-    d = cost_of_run(make_run(ttft_ms=None), RENTAL, catalog=catalog).to_dict()
+    d = cost_of_run(make_run(ttft_ms=None), RENTAL, catalog=catalog).document().model_dump(mode="json")
     assert d["split"]["rule"] is None and "no TTFT/E2E" in d["split"]["reason"]
 
 
 def test_every_input_is_listed_with_unit_and_source(make_run: MakeRun, catalog: Catalog) -> None:
-    d = cost_of_run(make_run(), OWNED, catalog=catalog).to_dict()
+    d = cost_of_run(make_run(), OWNED, catalog=catalog).document().model_dump(mode="json")
     for name in ("gpu_price", "electricity_per_kwh", "pue", "utilisation", "setup_hours", "power_serving_w"):
         row = d["inputs"][name]
         assert row["unit"] and row["source"], name

@@ -76,20 +76,21 @@ def test_the_ratio_and_its_decomposition_are_as_stated(example: tuple[RunCost, R
     pair = compare([a, b]).pairs[0]
     dec = pair.decomposition
     stated(
-        f"ratio: **{pair.ratio:.2f}x** = throughput **{dec['throughput_ratio']:.2f}x** × utilisation "
-        f"**{dec['utilisation_ratio']:.2f}x** × hourly cost (B/A) **{dec['hourly_cost_ratio']:.2f}x**"
+        f"ratio: **{pair.ratio:.2f}x** = throughput **{dec.throughput_ratio:.2f}x** × utilisation "
+        f"**{dec.utilisation_ratio:.2f}x** × hourly cost (B/A) **{dec.hourly_cost_ratio:.2f}x**"
     )
-    carried = dec["share_of_log_ratio"]
-    stated(f"throughput **{carried['throughput']:.0%}**".replace("%", " %"))
-    stated(f"utilisation **{carried['utilisation']:.0%}**".replace("%", " %"))
-    stated(f"hourly cost **{carried['hourly_cost']:.0%}**".replace("%", " %"))
-    diff = dec["hourly"]["difference_as_share_of_a"]
-    stated(f"labour adds **+{diff['labour']:.0%}** of A's hourly cost".replace("%", " %"))
-    stated(f"hardware takes **−{-diff['capex']:.0%}** off".replace("%", " %"))
+    carried = dec.share_of_log_ratio
+    assert carried is not None
+    stated(f"throughput **{carried.throughput:.0%}**".replace("%", " %"))
+    stated(f"utilisation **{carried.utilisation:.0%}**".replace("%", " %"))
+    stated(f"hourly cost **{carried.hourly_cost:.0%}**".replace("%", " %"))
+    diff = dec.hourly.difference_as_share_of_a
+    stated(f"labour adds **+{diff.labour:.0%}** of A's hourly cost".replace("%", " %"))
+    stated(f"hardware takes **−{-diff.capex:.0%}** off".replace("%", " %"))
     # the headline this example reproduces
     assert 5.0 <= pair.ratio < 5.5
     # and the largest share of it is the throughput (the software stack), as the doc says
-    assert max(carried, key=carried.get) == "throughput"
+    assert max(carried.model_dump().items(), key=lambda kv: kv[1])[0] == "throughput"
 
 
 def test_the_break_even_values_are_as_stated(example: tuple[RunCost, RunCost]) -> None:

@@ -53,7 +53,7 @@ def test_tpot_scales_by_the_bandwidth_ratio_and_ttft_by_the_compute_ratio(
     # E2E from its parts on the target: TTFT + TPOT x (output tokens - 1), 1000 output tokens per request
     assert s.e2e_ms.mean == pytest.approx(200.0 / fl + 5000.0 / 999 / bw * 999)
     assert s.e2e_ms.p50 is None and s.e2e_ms.p99 is None  # a percentile of a sum is not estimated
-    doc = est.to_dict()["latency"]
+    doc = est.document().model_dump(mode="json")["latency"]
     assert doc["tpot_ms"]["estimated"]["p50"] == pytest.approx(5000.0 / 999 / bw)
     assert doc["tpot_ms"]["measured"]["p50"] == pytest.approx(5000.0 / 999)
     assert doc["tpot_ms"]["origin"] == "estimate" and "bandwidth ratio" in doc["tpot_ms"]["how"]

@@ -32,13 +32,14 @@ def test_a_tiny_models_decode_step_is_the_per_step_floor_not_its_bandwidth_bound
     assert p.step_s == pytest.approx(FLOOR_S) and p.step_bound == "per-step overhead floor"
     assert p.tpot_ms == pytest.approx(FLOOR_S * 1000)  # one sequence: no other prefills between its steps
     assert p.tokens_per_s_per_user == pytest.approx(1 / FLOOR_S)
-    doc = p.to_dict()
-    step = doc["decode_step"]
-    assert step["bound"] == "per-step overhead floor" and step["floor"]["kernels"] == 304
-    assert "cuda.juliagpu.org" in step["floor"]["source"] and step["floor"]["origin"] == "estimate"
-    assert "per-step overhead floor" in step["warning"] and "not memory bandwidth" in step["warning"]
-    assert "per-step overhead floor" in doc["tpot_ms"]["how"]
-    assert doc["e2e_ms"]["value"] == pytest.approx(p.ttft_ms + p.tpot_ms * 127)
+    doc = p.document()
+    step = doc.decode_step
+    assert step.bound == "per-step overhead floor" and step.floor is not None and step.floor.kernels == 304
+    assert "cuda.juliagpu.org" in step.floor.source and step.floor.origin == "estimate"
+    assert step.warning is not None
+    assert "per-step overhead floor" in step.warning and "not memory bandwidth" in step.warning
+    assert "per-step overhead floor" in doc.tpot_ms.how
+    assert doc.e2e_ms.value == pytest.approx(p.ttft_ms + p.tpot_ms * 127)
 
 
 def test_a_model_whose_bytes_take_longer_is_bandwidth_bound_and_says_nothing_of_the_floor(
@@ -48,7 +49,7 @@ def test_a_model_whose_bytes_take_longer_is_bandwidth_bound_and_says_nothing_of_
     p = roofline_point(QWEN, catalog.get("b200"), 1, Workload(128, 128, 1), "bf16", default_efficiency())
     assert p.step_bound == "memory bandwidth" and p.step_s == pytest.approx(p.memory_bound_s)
     assert p.floor is not None and p.floor.seconds < p.step_s and p.floor_warning() is None
-    assert p.to_dict()["decode_step"]["warning"] is None
+    assert p.document().decode_step.warning is None
 
 
 def test_the_no_run_estimate_warns_on_the_figure_and_its_terminal_lines_say_bounds(catalog: Catalog) -> None:

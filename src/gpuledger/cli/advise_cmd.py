@@ -54,7 +54,7 @@ def render_advice(advice: Advice) -> None:
     for line in not_ranked_lines(advice):
         paragraph(console, notes.shorten(line), lead="not ranked: ", indent=4, style="dim")
     for e in advice.effects:
-        paragraph(console, f"{e.to_dict()['question']} {e.answer} — {e.text()}", lead="criterion: ", indent=4)
+        paragraph(console, f"{e.question} {e.answer} — {e.text()}", lead="criterion: ", indent=4)
     for q in unanswered_lines(advice):
         paragraph(console, q, lead="unanswered: ", indent=4, style="dim")
     for a in advice.assumptions:
@@ -186,7 +186,8 @@ def advise_cmd(
 
         write_output(html, render_html(advice_report(advice)))
     if json_out:
-        print_json(advice.to_dict() | ({"html": str(html)} if html is not None else {}))
+        doc = advice.document().model_copy(update={"html": str(html) if html is not None else None})
+        print_json(doc.model_dump(mode="json"))
         return
     render_advice(advice)
     if html is not None:

@@ -123,7 +123,6 @@ def cost_cmd(
     """Cost of a run: hourly cost breakdown, cost per unit of work (1M tokens, 1,000 images, ...), J/unit."""
     job = None
     if train_tokens is not None:
-        from gpuledger.cli.cost_train import add_job, render_job
         from gpuledger.kinds.train.pricing import check_train_tokens
 
         check_train_tokens(train_tokens)
@@ -140,9 +139,13 @@ def cost_cmd(
             return
         run = store.get_run(run_id)
         cost = _cost(store, run, profile, catalog, stage, slo_attainment, gpus, gpu)
-        result = cost.to_dict()
+        doc = cost.document()
         if train_tokens is not None:
-            job = add_job(cost, train_tokens, result)
+            from gpuledger.kinds.train.pricing import job_cost
+
+            job = job_cost(cost, train_tokens)
+            doc = doc.with_extra(job)
+        result = doc.model_dump(mode="json")
         if save:
             try:
                 store.save_cost_evaluation(run.id, cost.profile.name, cost.profile.to_dict(), result)
@@ -152,10 +155,12 @@ def cost_cmd(
         store.close()
     if json_out:
         print_json(result)
-    else:
-        render_cost(cost, doc=result)
-        if job is not None:
-            render_job(job)
+        return
+    if job is not None:  # the job's answer first, then what a unit of the run's work costs
+        from gpuledger.cli.cost_train import render_job
+
+        render_job(job)
+    render_cost(cost, doc=doc)
 
 
 # ------------------------------------------------------------------------------------- compare
@@ -238,7 +243,7 @@ def compare_cmd(
 
     repriced = repricing_of(comp, catalog)
     if json_out:
-        print_json(with_repricing(comp.to_dict(), repriced))
+        print_json(with_repricing(comp.document().model_dump(mode="json"), repriced))
     else:
         render_comparison(comp)
         render_repricing(repriced)

@@ -4,7 +4,7 @@ sentences once, as numbered notes at the end."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 
@@ -13,6 +13,7 @@ from gpuledger.quantity import percent
 
 if TYPE_CHECKING:
     from gpuledger.cost import Comparison, Estimate, RunCost
+    from gpuledger.cost.pricing.document import CostDocument
     from gpuledger.report.layout import Cell, Notes
 
 NA = "—"
@@ -37,80 +38,60 @@ def _pct(value: float | None) -> str:
     return NA if value is None else f"{value:.0%}"
 
 
-def render_operating_point(cost: RunCost, notes: Notes) -> None:
+def render_operating_point(cost: CostDocument, notes: Notes) -> None:
     """What each stage of a sweep would cost under the same hourly cost, the priced one marked (the
     rule that picked it is a "why" line of the answer)."""
-    from gpuledger.cost.pricing.model import money_prefix
     from gpuledger.report.layout import print_table
 
     op = cost.operating_point
-    if not op:
+    if op is None or not op.stages:
         return
     cur = cost.currency
-    head = cost.inputs.unit(cost.headline)
-    rate_key = cost.summary.rate_key(cost.headline)
-    price_key = head.price_key(money_prefix(cur))
+    first = op.stages[0]
     rows = []
-    for row in op["stages"]:
-        mark = " ◀ priced" if row["stage"] == op["stage"] else ""
-        rows.append((
-            row["stage"] + mark,
-            _num(row.get(rate_key)),
-            _pct(row.get("slo_met_ratio")),
-            _money(row.get(price_key), ""),
-        ))
+    for row in op.stages:
+        mark = " ◀ priced" if row.stage == op.stage else ""
+        rows.append(
+            (row.stage + mark, _num(row.rate.value), _pct(row.slo_met_ratio), _money(row.price.value, ""))
+        )
     print_table(
         console,
         f"Every stage under the same hourly cost ({cur})",
-        ("stage", head.rate_text, "SLOs met", f"{cur} {head.per_text()}"),
+        ("stage", first.price.info.rate_text, "SLOs met", first.price.label(cur)),
         rows,
     )
 
 
-def _cost_rows(cost: RunCost, d: dict[str, Any]) -> list[tuple[str, str]]:
-    """The cost per unit of work: each unit's price, what a currency unit buys, the extras of the run's
+def _cost_rows(doc: CostDocument) -> list[tuple[str, str]]:
+    """The cost per unit of work: each unit's price, what a currency unit buys, the prices of the run's
     kind (input and output tokens priced separately, the price at SLO), and the energy per unit."""
-    from gpuledger.cost.pricing.model import money_prefix
-
-    cur = cost.currency
-    p = money_prefix(cur)
-    ev, inp = cost.evaluation, cost.inputs
+    cur = doc.currency
+    head = doc.throughput.served_per_hour.unit
     rows: list[tuple[str, str]] = []
-    for u in cost.summary.price_units():
-        value = ev.cost_per(u)
-        if value is not None or u == cost.headline:
-            rows.append((f"{cur} {inp.unit(u).per_text()}", _money(value, cur)))
-    split = d.get("split")
-    if isinstance(split, dict) and split.get("rule"):
-        for key, words in (("input", "input"), ("output", "output")):
-            rows.append((
-                f"  priced separately: {cur} per 1M {words} tokens",
-                _money(split.get(f"{p}_per_1m_{key}_tokens"), cur),
-            ))
-    at_slo = {inp.unit(u).price_key(p) + "_at_slo": inp.unit(u) for u in cost.summary.price_units()}
-    for key, unit in at_slo.items():
-        value = d.get(key)
-        if isinstance(value, int | float):
-            rows.append((f"{cur} {unit.per_text()} at SLO", _money(value, cur)))
-    for u in cost.summary.yield_units():
-        value = ev.per_money(u)
-        if value is not None:
-            rows.append((f"{inp.unit(u).plural} per {cur}", _num(value, ",.0f")))
-    for u in cost.summary.yield_units():
-        joules = cost.energy.get(f"joules_per_{inp.unit(u).singular_key}")
-        if isinstance(joules, int | float):
-            mark = " (estimate)" if cost.energy.get("estimate") else ""
-            rows.append((f"J per {inp.unit(u).singular}{mark}", _num(joules)))
+    for price in doc.prices:
+        if price.value is not None or price.unit == head:
+            rows.append((price.label(cur), _money(price.value, cur)))
+    for extra in doc.extras:
+        for price in extra.prices():
+            indent = "  " if price.qualifier == "priced separately" else ""
+            rows.append((indent + price.label(cur), _money(price.value, cur)))
+    for y in doc.yields:
+        if y.value is not None:
+            rows.append((f"{y.plural} per {cur}", _num(y.value, ",.0f")))
+    mark = " (estimate)" if doc.energy.estimate else ""
+    for e in doc.energy.per_unit:
+        if e.value is not None:
+            rows.append((f"J per {e.singular}{mark}", _num(e.value)))
     return rows
 
 
 def render_cost(
-    cost: RunCost, notes: Notes | None = None, *, answer: bool = True, doc: dict[str, Any] | None = None
+    cost: RunCost, notes: Notes | None = None, *, answer: bool = True, doc: CostDocument | None = None
 ) -> None:
     """The answer first (price, key figures, power, why), then what the price is made of: the hourly
     cost, every stage of a sweep, the cost per unit of work, and every input with its source. Long
     provenance sentences are printed once, at the end, and referred to by their marker. ``doc``: the
-    cost's ``to_dict()`` when the caller has it already."""
+    cost's document when the caller has it already."""
     from gpuledger.cost.comparison.breakeven import run_sensitivity
     from gpuledger.report.headline import cost_answer
     from gpuledger.report.layout import Notes, paragraph, print_table
@@ -118,22 +99,22 @@ def render_cost(
 
     own_notes = notes is None
     notes = Notes() if notes is None else notes
+    d = doc if doc is not None else cost.document()
     run = cost.run
-    cur = cost.currency
-    notes.file(cost.power.source)
+    cur = d.currency
+    notes.file(d.power.power_source)
     name = f"{run.label} (run {run.id})" if run.label.strip() else f"run {run.id}"
     if answer:
         print_answer(cost_answer(cost, run_sensitivity(cost), name), console, notes)
-    described = f": {notes.cell(cost.profile.description)}" if cost.profile.description else ""
+    described = f": {notes.cell(d.profile.description)}" if d.profile.description else ""
     paragraph(
         console,
-        f"model {run.model or NA}, engine {run.engine or NA}; profile {cost.profile.name} "
-        f"({cost.profile.mode}, {cur}){described}",
+        f"model {d.model or NA}, engine {d.engine or NA}; profile {d.profile.name} "
+        f"({d.profile.mode}, {cur}){described}",
         style="dim",
         indent=2,
     )
-    hourly = cost.evaluation.hourly
-    shares = hourly.shares()
+    hourly = d.hourly
     labels = {
         "capex": "hardware amortisation",
         "rental": "rental",
@@ -142,35 +123,32 @@ def render_cost(
         "other": "other opex (hosting, software)",
     }
     rows: list[tuple[Cell, ...]] = []
-    for key, value in hourly.components().items():
+    for key, value in hourly.components():
         if value or key == "labour" or (key == "energy" and hourly.mode == "ownership"):
-            rows.append((labels[key], _money(value, ""), percent(shares[key], 1.0)))  # not "-0%", "100%"
+            # percent: never "-0%", nor "100%" for a share just under the whole
+            rows.append((labels[key], _money(value, ""), percent(hourly.share(key), 1.0)))
     rows.append((Text("total", style="bold"), Text(_money(hourly.total, ""), style="bold"), "100 %"))
     print_table(console, f"Hourly cost ({cur} per wall-clock hour)", ("component", f"{cur}/h", "share"), rows)
-    render_operating_point(cost, notes)
-    d = doc if doc is not None else cost.to_dict()
-    print_table(console, "Cost per unit of work", ("metric", "value"), _cost_rows(cost, d))
-    split = d.get("split")
-    if isinstance(split, dict) and split.get("rule"):
-        paragraph(console, notes.shorten(str(split["rule"])), lead="split rule: ", indent=2)
-    energy = cost.energy
-    energy_text = str(energy.get("method") or energy.get("reason") or NA)
+    render_operating_point(d, notes)
+    print_table(console, "Cost per unit of work", ("metric", "value"), _cost_rows(d))
+    for extra in d.extras:
+        for lead, text in extra.notes():
+            paragraph(console, notes.shorten(text), lead=f"{lead}: ", indent=2)
+    energy_text = d.energy.method or d.energy.reason or NA
     paragraph(console, notes.shorten(energy_text), lead="energy: ", indent=2)
     inputs = []
-    for key, row in d["inputs"].items():
-        value = row["value"]
+    for key, row in d.inputs.items():
+        shown = row.value
         inputs.append((
             key,
-            _num(value)
-            if isinstance(value, int | float) and not isinstance(value, bool)
-            else NA if value is None else str(value),
-            str(row["unit"]),
-            notes.cell(str(row["source"])),
+            _num(shown) if isinstance(shown, int | float) else NA if shown is None else shown,
+            row.unit,
+            notes.cell(row.source),
         ))
     print_table(console, "Inputs", ("input", "value", "unit", "source"), inputs, align_numbers=False)
-    for a in cost.assumptions:
+    for a in d.assumptions:
         paragraph(console, notes.shorten(a), lead="assumption: ", indent=2)
-    for w in cost.warnings:
+    for w in d.warnings:
         paragraph(console, notes.shorten(w), lead=Text("warning: ", style="yellow"), indent=2)
     if own_notes:
         notes.print(console)
@@ -179,29 +157,29 @@ def render_cost(
 def render_comparison(comp: Comparison) -> None:
     """The ratio first (with its decomposition), then each run's price, the hourly-cost difference,
     break-even values, sensitivity and the warnings."""
-    from gpuledger.cost.pricing.model import money_prefix
     from gpuledger.report.headline import price_line, ratio_answer
     from gpuledger.report.layout import Notes, paragraph, print_table
     from gpuledger.report.terminal import print_answer
 
     notes = Notes()
     cur = comp.currency
-    p = money_prefix(cur)
     answer = ratio_answer(comp)
     if answer is not None:
         print_answer(answer, console, notes)
         console.print()
-    head = comp.costs[0].inputs.unit(comp.costs[0].headline)
+    head_unit = comp.costs[0].headline
+    head = comp.costs[0].inputs.unit(head_unit)
+    doc = comp.document()
     rows = []
-    for c, row in zip(comp.costs, comp.to_dict()["runs"], strict=True):
+    for c, row in zip(comp.costs, doc.runs, strict=True):
         rows.append((
-            row["run_id"],
-            ", ".join(row["devices"]) or NA,
-            row["profile"],
-            _money(row[f"{p}_per_hour"], ""),
+            row.run_id,
+            ", ".join(row.devices) or NA,
+            row.profile,
+            _money(row.hourly_total, ""),
             price_line(c),
-            _num(row.get(head.per_money_key(p)), ",.0f"),
-            notes.cell(str(row["power_source"]), 30),
+            _num(row.yield_of(head_unit), ",.0f"),
+            notes.cell(row.power_source, 30),
         ))
     print_table(
         console,
@@ -213,8 +191,8 @@ def render_comparison(comp: Comparison) -> None:
         if c.operating_point:
             paragraph(
                 console,
-                f"{c.run.id} priced at stage {c.operating_point['stage']} of its sweep: "
-                f"{c.operating_point['rule']}",
+                f"{c.run.id} priced at stage {c.operating_point.stage} of its sweep: "
+                f"{c.operating_point.rule}",
                 indent=2,
             )
     for pair in comp.pairs:
@@ -228,20 +206,21 @@ def render_comparison(comp: Comparison) -> None:
         )
         paragraph(
             console,
-            f"= throughput {dec['throughput_ratio']:.3g}x  x  utilisation {dec['utilisation_ratio']:.3g}x"
-            f"  x  hourly cost (B/A) {dec['hourly_cost_ratio']:.3g}x",
+            f"= throughput {dec.throughput_ratio:.3g}x  x  utilisation {dec.utilisation_ratio:.3g}x"
+            f"  x  hourly cost (B/A) {dec.hourly_cost_ratio:.3g}x",
             lead="  ",
             indent=4,
         )
-        carried = dec.get("share_of_log_ratio")
-        if carried:
+        carried = dec.share_of_log_ratio
+        if carried is not None:
             paragraph(
                 console,
-                ", ".join(f"{k.replace('_', ' ')} {v:.0%}" for k, v in carried.items()),
+                f"throughput {carried.throughput:.0%}, utilisation {carried.utilisation:.0%}, "
+                f"hourly cost {carried.hourly_cost:.0%}",
                 lead="  carried by: ",
                 indent=4,
             )
-        diff = dec["hourly"]["difference_as_share_of_a"]
+        diff = dec.hourly.difference_as_share_of_a
         paragraph(
             console,
             ", ".join(f"{k} {v:+.0%}" for k, v in diff.items() if v) or "none",

@@ -148,7 +148,7 @@ def estimate_cmd(
             est = estimate_run(run, target, prof, catalog=catalog, prefill_share=prefill_share,
                                doctor_records=records)
             if json_out:
-                print_json(est.to_dict())
+                print_json(est.document().model_dump(mode="json"))
             else:
                 render_estimate(est)
             return
@@ -162,7 +162,7 @@ def estimate_cmd(
     model_est = _model_estimate(run, target, prof, pool, records, model, model_config, input_len, output_len,
                                 concurrency, dtype, gpus, setup_hours)
     if json_out:
-        print_json(model_est.to_dict())
+        print_json(model_est.document().model_dump(mode="json"))
     else:
         render_model_estimate(model_est)
 

@@ -38,12 +38,13 @@ def cost_group(
     if save:
         for run, c in zip(found.runs, costs, strict=True):
             try:
-                store.save_cost_evaluation(run.id, c.profile.name, c.profile.to_dict(), c.to_dict())
+                store.save_cost_evaluation(run.id, c.profile.name, c.profile.to_dict(),
+                                           c.document().model_dump(mode="json"))
             except StoreError as exc:
                 warn(f"cost evaluation of run {run.id} not saved: {exc.message}")
     group = summarize_group(found.name, found.runs, costs)
     if json_out:
-        print_json({**group.to_dict(), "costs": [c.to_dict() for c in costs]})
+        print_json(group.document().model_dump(mode="json"))
     else:
         print_group(group, console)
 
@@ -69,7 +70,7 @@ def compare_group_args(
     ]
     comparison = compare_groups(sides[0], sides[1], basis)
     if json_out:
-        print_json(comparison.to_dict())
+        print_json(comparison.document().model_dump(mode="json"))
     else:
         print_group_comparison(comparison, console)
 
@@ -100,7 +101,9 @@ def print_repeats(group: str, runs: Sequence[RunInfo], render: Callable[[RunInfo
 
     summary = summarize_group(group, runs)
     if json_out:
-        print_json({"group": group, "runs": list(runs), "figures": summary.to_dict()["figures"]})
+        figures = summary.document().figures
+        print_json({"group": group, "runs": list(runs), "figures": {k: f.model_dump(mode="json") for k, f in
+                                                                    figures.items()}})
         return
     for run in runs:
         render(run)

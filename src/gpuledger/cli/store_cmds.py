@@ -372,7 +372,7 @@ def show(
         print_json(run_to_dict(info) | {"env_hash": env_hash, "cost_evaluations": costs,
                                         "output_tokens_per_s": output_rate(info),
                                         "energy": energy_view(info),
-                                        "efficiency": run_efficiency(info).to_dict()})
+                                        "efficiency": run_efficiency(info).document().model_dump(mode="json")})
         return
     from gpuledger.bench.validity import run_verdict
     from gpuledger.report.headline import measured_answer, saved_price, stage_table

@@ -244,12 +244,12 @@ def _energy(side: Side) -> Figure:
         if isinstance(c, str):
             return f"energy not known: {c}"
         energy = c.energy
-        if energy.get("joules") is None:
-            return str(energy.get("reason") or "energy not measured")
-        if energy.get("estimate"):
-            return f"energy is an estimate, not measured ({energy.get('method')})"
-        value = energy.get(key)
-        return float(value) if isinstance(value, int | float) else f"no {key}"
+        if energy.joules is None:
+            return energy.reason or "energy not measured"
+        if energy.estimate:
+            return f"energy is an estimate, not measured ({energy.method})"
+        value = energy.per(head)
+        return value if value is not None else f"no {key}"
 
     if not side.single:
         return _per_run(side, unit, joules)

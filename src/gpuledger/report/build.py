@@ -106,7 +106,8 @@ def build_report(
     numbers = ReportNumbers(
         gpuledger_version=__version__,
         runs=tuple(_run_numbers(r, costs) for r in runs),
-        comparison=costs.comparison.to_dict() if costs.comparison is not None else None,
+        comparison=(costs.comparison.document().model_dump(mode="json") if costs.comparison is not None
+                    else None),
         comparison_error=costs.comparison_error,
     )
     title = (

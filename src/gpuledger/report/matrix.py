@@ -91,7 +91,7 @@ FIGURES: tuple[CellFigure, ...] = (
 
 
 def _interval_document(value: Interval) -> dict[str, Any]:
-    return value.to_dict()
+    return value.document().model_dump(mode="json")
 
 
 # A mean over a cell's repeats with its interval, dumped as ``cost.comparison.groups.Interval`` dumps it.
@@ -152,7 +152,7 @@ class CellCost(ReportModel):
     @model_serializer(mode="plain")
     def _document(self) -> dict[str, Any]:
         return {
-            **self.interval.to_dict(),
+            **self.interval.document().model_dump(mode="json"),
             "unit": self.unit,
             "currency": self.currency,
             "profile": self.profile,

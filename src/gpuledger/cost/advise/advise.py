@@ -23,11 +23,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import model_serializer
 
 from gpuledger.catalog import Catalog, GpuSpec, load_catalog, normalise_dtype
 from gpuledger.cost.advise.advise_criteria import NVIDIA_ONLY, QUESTIONS, Answers
-from gpuledger.cost.estimate.estimate_model import EfficiencyPool
+from gpuledger.cost.estimate.estimate_model import EfficiencyPool, SetupLabour
 from gpuledger.cost.estimate.roofline_estimate import (
     Memory,
     Workload,
@@ -35,8 +37,9 @@ from gpuledger.cost.estimate.roofline_estimate import (
     choose_efficiency,
     memory_of,
 )
+from gpuledger.cost.pricing.document import Doc
 from gpuledger.cost.pricing.modelarch import ModelArch
-from gpuledger.cost.pricing.pointcost import PointCost, price_point
+from gpuledger.cost.pricing.pointcost import PointCost, PointCostDoc, price_point
 from gpuledger.cost.pricing.presets import TIER_WORDS, TIERS, builtin_presets, tier_name
 from gpuledger.cost.pricing.profile import CostProfile
 from gpuledger.cost.pricing.setup_hours import WORKDAY_HOURS, SetupHours, setup_hours_for
@@ -75,8 +78,15 @@ class PricingBasis:
     def short(self) -> str:
         return BASIS_SHORT[self.key] + (" (your profile)" if self.yours else "")
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"basis": self.key, "text": self.text, "profile": self.profile, "yours": self.yours}
+    def document(self) -> PricingBasisDoc:
+        return PricingBasisDoc(basis=self.key, text=self.text, profile=self.profile, yours=self.yours)
+
+
+class PricingBasisDoc(Doc):
+    basis: str
+    text: str
+    profile: str | None
+    yours: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,19 +166,18 @@ class Row:
     why: tuple[str, ...]
     basis: PricingBasis
 
-    def to_dict(self, currency: str) -> dict[str, Any]:
-        best = self.best
-        return {
-            "rank": self.rank,
-            "gpu": self.spec.key,
-            "name": self.spec.name,
-            "vendor": self.spec.vendor,
-            "status": self.status,
-            "pricing_basis": self.basis.to_dict(),
-            "best": _priced_dict(best) if best is not None else None,
-            "options": [_priced_dict(p) for p in self.options],
-            "why": list(self.why),
-        }
+    def document(self) -> RowDoc:
+        return RowDoc(
+            rank=self.rank,
+            gpu=self.spec.key,
+            name=self.spec.name,
+            vendor=self.spec.vendor,
+            status=self.status,
+            pricing_basis=self.basis.document(),
+            best=_priced_doc(self.best) if self.best is not None else None,
+            options=[_priced_doc(p) for p in self.options],
+            why=list(self.why),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,11 +194,15 @@ class Effect:
         more = f" and {len(self.moved) - most} more" if len(self.moved) > most else ""
         return f"{self.effect}; moved: {moves}{more}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def document(self) -> EffectDoc:
         question, essay, choices = QUESTIONS[self.key]
-        return {"key": self.key, "question": question, "essay": essay, "choices": choices,
-                "answer": self.answer, "effect": self.effect,
-                "moved": [{"gpu": n, "rank_before": b, "rank_after": a} for n, b, a in self.moved]}
+        return EffectDoc(key=self.key, question=question, essay=essay, choices=choices, answer=self.answer,
+                         effect=self.effect,
+                         moved=[Moved(gpu=n, rank_before=b, rank_after=a) for n, b, a in self.moved])
+
+    @property
+    def question(self) -> str:
+        return QUESTIONS[self.key][0]
 
 
 def _rank(r: int | None) -> str:
@@ -219,55 +232,177 @@ class Advice:
     def basis_text(self) -> str:
         return basis_text(self.request)
 
-    def to_dict(self) -> dict[str, Any]:
+    def document(self) -> AdviceDocument:
+        """``advise --json``."""
         rq = self.request
         a = rq.arch
-        return {
-            "advice": True,
-            "label": "ranked by cost per 1M output tokens at your TCO; every figure says where it is from",
-            "model": {"name": a.name, "source": a.source, "params": a.params, "origin": "published config"},
-            "workload": {"input_len": rq.input_len, "output_len": rq.output_len,
-                         "tokens_per_s_per_user": rq.interactivity, "ttft_ms": rq.ttft_ms,
-                         "concurrency": rq.concurrency, "dtype": rq.kind},
-            "profile_tier": rq.tier,
-            "pricing_basis": {"basis": rq.tier, "default": DEFAULT_TIER, "text": self.basis_text(),
-                              "mixed": self.mixed_basis,
-                              "rule": "one basis for the whole ranking: a GPU without a preset of it is not "
-                                      "ranked (never priced on another basis); a GPU you gave --profile is "
-                                      "priced with it, its basis in its row"},
-            "currency": self.currency,
-            "ranking": [r.to_dict(self.currency) for r in self.rows],
-            "baseline_order": list(self.baseline),
-            "criteria": [e.to_dict() for e in self.effects],
-            "unanswered": [{"key": k, "question": QUESTIONS[k][0], "essay": QUESTIONS[k][1],
-                            "choices": QUESTIONS[k][2]} for k in self.unanswered],
-            "assumptions": list(self.assumptions),
-        }
+        return AdviceDocument(
+            model=AdvisedModel(name=a.name, source=a.source, params=a.params),
+            workload=AdvisedWorkload(input_len=rq.input_len, output_len=rq.output_len,
+                                     tokens_per_s_per_user=rq.interactivity, ttft_ms=rq.ttft_ms,
+                                     concurrency=rq.concurrency, dtype=rq.kind),
+            profile_tier=rq.tier,
+            pricing_basis=RankingBasis(basis=rq.tier, text=self.basis_text(), mixed=self.mixed_basis),
+            currency=self.currency,
+            ranking=[r.document() for r in self.rows],
+            baseline_order=list(self.baseline),
+            criteria=[e.document() for e in self.effects],
+            unanswered=[Question.of(k) for k in self.unanswered],
+            assumptions=list(self.assumptions),
+        )
 
 
-def _priced_dict(p: Priced) -> dict[str, Any]:
+def _priced_doc(p: Priced) -> PricedDoc:
     o = p.option
     per_gpu = None if o.output_tokens_per_s is None else o.output_tokens_per_s / o.devices
-    return {
-        "devices": o.devices,
-        "fits": o.memory.fits,
-        "memory": o.memory.to_dict(),
-        "serves": o.serves,
-        "problem": o.problem,
-        "excluded_by": p.excluded,
-        "throughput": {
-            "tokens_per_s_per_user": o.tokens_per_s_per_user,
-            "output_tokens_per_s": o.output_tokens_per_s,
-            "output_tokens_per_s_per_gpu": per_gpu,
-            "total_tokens_per_s": o.total_tokens_per_s,
-            "concurrency": o.concurrency,
-            "ttft_ms": o.ttft_ms,
-            "origin": o.origin,
-            "how": o.how,
-        },
-        "cost": p.cost.to_dict() if p.cost is not None else None,
-        "setup_labour": {"hours": p.setup.hours, "source": p.setup.source, "origin": p.setup.origin},
-    }
+    return PricedDoc(
+        devices=o.devices,
+        fits=o.memory.fits,
+        memory=o.memory,
+        serves=o.serves,
+        problem=o.problem,
+        excluded_by=p.excluded,
+        throughput=OptionThroughput(
+            tokens_per_s_per_user=o.tokens_per_s_per_user,
+            output_tokens_per_s=o.output_tokens_per_s,
+            output_tokens_per_s_per_gpu=per_gpu,
+            total_tokens_per_s=o.total_tokens_per_s,
+            concurrency=o.concurrency,
+            ttft_ms=o.ttft_ms,
+            origin=o.origin,
+            how=o.how,
+        ),
+        cost=p.cost.document() if p.cost is not None else None,
+        setup_labour=SetupLabour.of(p.setup),
+    )
+
+
+# ---- the document (``advise --json``) ------------------------------------------------------------
+class OptionThroughput(Doc):
+    """What one deployment serves, and where the figures come from (estimate, published, derived)."""
+
+    tokens_per_s_per_user: float | None
+    output_tokens_per_s: float | None
+    output_tokens_per_s_per_gpu: float | None
+    total_tokens_per_s: float | None
+    concurrency: float | None
+    ttft_ms: float | None
+    origin: str
+    how: str
+
+
+class PricedDoc(Doc):
+    """One deployment of a GPU (``devices`` of it): its fit, what it serves, its price, or why not."""
+
+    devices: int
+    fits: bool
+    memory: Memory
+    serves: bool
+    problem: str | None
+    excluded_by: str | None
+    throughput: OptionThroughput
+    cost: PointCostDoc | None
+    setup_labour: SetupLabour
+
+
+class RowDoc(Doc):
+    """One GPU of the ranking: its rank (None: not ranked, ``status`` says why), its best deployment and
+    every one tried, the basis it is priced on, and why."""
+
+    rank: int | None
+    gpu: str
+    name: str
+    vendor: str
+    status: str
+    pricing_basis: PricingBasisDoc
+    best: PricedDoc | None
+    options: list[PricedDoc]
+    why: list[str]
+
+
+class Moved(Doc):
+    gpu: str
+    rank_before: int | None
+    rank_after: int | None
+
+
+class EffectDoc(Doc):
+    """A criterion answered, and what it did to the ranking."""
+
+    key: str
+    question: str
+    essay: str
+    choices: str
+    answer: str
+    effect: str
+    moved: list[Moved]
+
+
+class Question(Doc):
+    """A criterion the advisor asks (docs/advise.md), with the essay's words for it and its choices."""
+
+    key: str
+    question: str
+    essay: str
+    choices: str
+
+    @classmethod
+    def of(cls, key: str) -> Question:
+        question, essay, choices = QUESTIONS[key]
+        return cls(key=key, question=question, essay=essay, choices=choices)
+
+
+class AdvisedModel(Doc):
+    name: str
+    source: str
+    params: int
+    origin: Literal["published config"] = "published config"
+
+
+class AdvisedWorkload(Doc):
+    input_len: int
+    output_len: int
+    tokens_per_s_per_user: float | None
+    ttft_ms: float | None
+    concurrency: int | None
+    dtype: str
+
+
+class RankingBasis(Doc):
+    """The ranking's one pricing basis (``mixed``: a GPU you gave ``--profile`` is priced with it)."""
+
+    basis: str
+    default: str = DEFAULT_TIER
+    text: str
+    mixed: bool
+    rule: str = ("one basis for the whole ranking: a GPU without a preset of it is not ranked (never priced "
+                 "on another basis); a GPU you gave --profile is priced with it, its basis in its row")
+
+
+class AdviceDocument(Doc):
+    """``gpuledger advise --json``: every GPU ranked by its cost per 1M output tokens at your TCO, with the
+    criteria's effects and every figure's origin."""
+
+    advice: Literal[True] = True
+    label: str = "ranked by cost per 1M output tokens at your TCO; every figure says where it is from"
+    model: AdvisedModel
+    workload: AdvisedWorkload
+    profile_tier: str
+    pricing_basis: RankingBasis
+    currency: str
+    ranking: list[RowDoc]
+    baseline_order: list[str]
+    criteria: list[EffectDoc]
+    unanswered: list[Question]
+    assumptions: list[str]
+    html: str | None = None  # the HTML report written beside it (advise --html FILE)
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Any) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        if self.html is None:
+            out.pop("html")
+        return out
 
 
 # ---- candidates and their prices -----------------------------------------------------------------

@@ -7,13 +7,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 from typing import Any
+
+from pydantic import ConfigDict, computed_field
+from pydantic.dataclasses import dataclass
 
 from gpuledger.cost.pricing.model import CostInputs, Evaluation, evaluate
 from gpuledger.cost.pricing.runcost import RunCost
 
 SENSITIVITY_STEP = 0.20
+# The rows are typed document parts (a ``compare --json`` / ``report --json`` row): strict, frozen.
+_ROW = ConfigDict(extra="forbid")
 
 
 def ratio_of(a: Evaluation, b: Evaluation, unit: str) -> float:
@@ -24,7 +29,7 @@ def ratio_of(a: Evaluation, b: Evaluation, unit: str) -> float:
     return ya / yb
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, config=_ROW)
 class BreakEven:
     """The value of one of B's inputs at which A and B cost the same per token (or why there is none)."""
 
@@ -36,12 +41,11 @@ class BreakEven:
     reason: str | None = None
     verified_ratio: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
-
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, config=_ROW)
 class SensitivityRow:
+    """One input of A or B moved -20 % and +20 % (one at a time): the ratio at each."""
+
     input: str
     run: str  # "A" or "B"
     run_id: str
@@ -51,12 +55,10 @@ class SensitivityRow:
     ratio_at_plus_20pct: float
     note: str | None = None
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def swing(self) -> float:
         return abs(self.ratio_at_plus_20pct - self.ratio_at_minus_20pct)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self) | {"swing": self.swing}
 
 
 def _yield(ev: Evaluation, unit: str) -> float:
@@ -323,7 +325,7 @@ def sensitivity(a: RunCost, b: RunCost, basis: str) -> list[SensitivityRow]:
     return rows
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, config=_ROW)
 class CostSensitivity:
     """One input of one run moved -20 % and +20 %: the run's cost per headline unit at each."""
 
@@ -334,13 +336,11 @@ class CostSensitivity:
     cost_at_plus_20pct: float
     cost_now: float
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def swing(self) -> float:
         """The spread of the two costs as a share of today's cost."""
         return abs(self.cost_at_plus_20pct - self.cost_at_minus_20pct) / self.cost_now
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self) | {"swing": self.swing}
 
 
 def run_sensitivity(cost: RunCost) -> list[CostSensitivity]:

@@ -16,13 +16,145 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel, SerializeAsAny, model_serializer
+
 from gpuledger.cost.comparison.basis import resolve_basis
 from gpuledger.cost.comparison.breakeven import BreakEven, SensitivityRow, break_even, ratio_of, sensitivity
 from gpuledger.cost.comparison.differences import comparison_warnings
-from gpuledger.cost.pricing.model import money_prefix
+from gpuledger.cost.pricing.document import COMPONENTS, Doc, HourlyShares, MoneyKeys, UnitPrice, UnitYield
+from gpuledger.cost.pricing.model import HourlyCost
+from gpuledger.cost.pricing.profile import Mode
 from gpuledger.cost.pricing.runcost import RunCost
 from gpuledger.errors import InvalidInputError, UsageError
 from gpuledger.records import resolve_alias
+
+
+class RunRow(Doc):
+    """One run of a comparison: what it is, its hourly cost, its price and yield of every unit it
+    reports, the power its price rests on and the stage of a sweep it is priced at."""
+
+    run_id: str
+    label: str
+    model: str
+    engine: str
+    devices: list[str]
+    profile: str
+    mode: Mode
+    currency: str
+    hourly_total: float
+    prices: list[UnitPrice]
+    yields: list[UnitYield]
+    power_source: str
+    priced_stage: str | None
+
+    @model_serializer(mode="plain")
+    def _dump(self) -> dict[str, Any]:
+        m = MoneyKeys(self.currency)
+        out: dict[str, Any] = {
+            "run_id": self.run_id, "label": self.label, "model": self.model, "engine": self.engine,
+            "devices": self.devices, "profile": self.profile, "mode": self.mode,
+            m.per_hour(): self.hourly_total,
+        }
+        out |= {m.price(p): p.value for p in self.prices} | {m.units_per(y): y.value for y in self.yields}
+        return out | {"power_source": self.power_source, "priced_stage": self.priced_stage}
+
+    def yield_of(self, unit: str) -> float | None:
+        return next((y.value for y in self.yields if y.unit == unit), None)
+
+
+class HourlySide(Doc):
+    """One run's hourly cost by component (currency per hour) and each component's share."""
+
+    currency: str
+    components: HourlyShares
+    shares: HourlyShares
+
+    @model_serializer(mode="plain")
+    def _dump(self) -> dict[str, Any]:
+        m = MoneyKeys(self.currency)
+        return {m.per_hour(k): getattr(self.components, k) for k in COMPONENTS} | {"shares": self.shares}
+
+
+class HourlyDifference(Doc):
+    a: HourlySide
+    b: HourlySide
+    difference_as_share_of_a: HourlyShares
+    difference_meaning: str = (
+        "(B's component - A's component) / A's hourly cost; they sum to hourly_cost_ratio - 1"
+    )
+
+
+class LogShares(Doc):
+    """How much of ln(ratio) each factor carries (they sum to 1)."""
+
+    throughput: float
+    utilisation: float
+    hourly_cost: float
+
+
+class Decomposition(Doc):
+    """ratio = throughput ratio (A/B) x utilisation ratio (A/B) x hourly-cost ratio (B/A), each factor's
+    share of ln(ratio), and the hourly costs side by side. ``throughput_parts``: the throughput ratio's
+    own parts (hardware, precision, software, load), when they are worked out (absent until then)."""
+
+    formula: str = "ratio = throughput_ratio (A/B) x utilisation_ratio (A/B) x hourly_cost_ratio (B/A)"
+    throughput_ratio: float
+    utilisation_ratio: float
+    hourly_cost_ratio: float
+    product: float
+    share_of_log_ratio: LogShares | None
+    share_of_log_ratio_meaning: str = "how much of ln(ratio) each factor carries (they sum to 1)"
+    hourly: HourlyDifference
+    throughput_parts: SerializeAsAny[BaseModel] | None = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Any) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        if self.throughput_parts is None:
+            out.pop("throughput_parts")
+        return out
+
+
+class PairDocument(Doc):
+    """One pair of ``compare --json``: A against B in one unit, the ratio, what it is made of, what would
+    flip it, and the like-for-like warnings. ``differences``: the pair's typed like-for-like differences,
+    when they are worked out (absent until then)."""
+
+    a: str
+    b: str
+    basis: str
+    ratio: float
+    meaning: str
+    decomposition: Decomposition
+    break_even: list[BreakEven]
+    sensitivity: list[SensitivityRow]
+    warnings: list[str]
+    differences: list[SerializeAsAny[BaseModel]] | None = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Any) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        if self.differences is None:
+            out.pop("differences")
+        return out
+
+
+class ComparisonDocument(Doc):
+    """``gpuledger compare A B ... --json``: the runs priced in one currency, the first against each of the
+    others (``ratio``: the one pair's, when there is one pair)."""
+
+    currency: str
+    basis: str
+    reference: str
+    runs: list[RunRow]
+    pairs: list[PairDocument]
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Any) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        if len(self.pairs) == 1:
+            out["ratio"] = self.pairs[0].ratio
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +164,7 @@ class PairComparison:
     basis: str  # as the user named it ("output", "image", ...)
     unit: str  # the unit compared ("output_token", "image", ...)
     ratio: float
-    decomposition: dict[str, Any]
+    decomposition: Decomposition
     break_even: list[BreakEven]
     sensitivity: list[SensitivityRow]
     warnings: list[str]
@@ -42,19 +174,32 @@ class PairComparison:
         _, words = resolve_alias(self.basis)
         return words or self.a.inputs.unit(self.unit).plural
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "a": self.a.run.id,
-            "b": self.b.run.id,
-            "basis": self.basis,
-            "ratio": self.ratio,
-            "meaning": f"run {self.a.run.id} gets {self.ratio:.4g}x the {self.words()} per "
+    def document(self) -> PairDocument:
+        return PairDocument(
+            a=self.a.run.id,
+            b=self.b.run.id,
+            basis=self.basis,
+            ratio=self.ratio,
+            meaning=f"run {self.a.run.id} gets {self.ratio:.4g}x the {self.words()} per "
             f"{self.a.currency} of run {self.b.run.id}",
-            "decomposition": self.decomposition,
-            "break_even": [b.to_dict() for b in self.break_even],
-            "sensitivity": [s.to_dict() for s in self.sensitivity],
-            "warnings": self.warnings,
-        }
+            decomposition=self.decomposition,
+            break_even=self.break_even,
+            sensitivity=self.sensitivity,
+            warnings=self.warnings,
+        )
+
+
+def run_row(c: RunCost) -> RunRow:
+    ev = c.evaluation
+    units = c.summary.yield_units()
+    return RunRow(
+        run_id=c.run.id, label=c.run.label, model=c.run.model, engine=c.run.engine, devices=c.device_names,
+        profile=c.profile.name, mode=c.profile.mode, currency=c.currency, hourly_total=ev.hourly.total,
+        prices=[UnitPrice.of(u, c.inputs.unit(u), ev.cost_per(u)) for u in units],
+        yields=[UnitYield.of(u, c.inputs.unit(u), ev.per_money(u)) for u in units],
+        power_source=c.power.source,
+        priced_stage=c.operating_point.stage if c.operating_point is not None else None,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,41 +215,23 @@ class Comparison:
     def ratio(self) -> float:
         return self.pairs[0].ratio
 
-    def to_dict(self) -> dict[str, Any]:
-        p = money_prefix(self.currency)
-        runs = []
-        for c in self.costs:
-            ev = c.evaluation
-            row: dict[str, Any] = {
-                "run_id": c.run.id,
-                "label": c.run.label,
-                "model": c.run.model,
-                "engine": c.run.engine,
-                "devices": c.device_names,
-                "profile": c.profile.name,
-                "mode": c.profile.mode,
-                f"{p}_per_hour": ev.hourly.total,
-            }
-            for u in c.summary.yield_units():
-                info = c.inputs.unit(u)
-                row[info.price_key(p)] = ev.cost_per(u)
-                row[info.per_money_key(p)] = ev.per_money(u)
-            row["power_source"] = c.power.source
-            row["priced_stage"] = (c.operating_point or {}).get("stage")
-            runs.append(row)
-        out: dict[str, Any] = {
-            "currency": self.currency,
-            "basis": self.basis,
-            "reference": self.costs[0].run.id,
-            "runs": runs,
-            "pairs": [p_.to_dict() for p_ in self.pairs],
-        }
-        if len(self.pairs) == 1:
-            out["ratio"] = self.pairs[0].ratio
-        return out
+    def document(self) -> ComparisonDocument:
+        """The ``compare --json`` document."""
+        return ComparisonDocument(
+            currency=self.currency,
+            basis=self.basis,
+            reference=self.costs[0].run.id,
+            runs=[run_row(c) for c in self.costs],
+            pairs=[p.document() for p in self.pairs],
+        )
 
 
-def decompose(a: RunCost, b: RunCost, unit: str) -> dict[str, Any]:
+def _side(h: HourlyCost) -> HourlySide:
+    return HourlySide(currency=h.currency, components=HourlyShares(**h.components()),
+                      shares=HourlyShares(**h.shares()))
+
+
+def decompose(a: RunCost, b: RunCost, unit: str) -> Decomposition:
     ea, eb = a.evaluation, b.evaluation
     thr = (a.inputs.rate(unit) or 0.0) / (b.inputs.rate(unit) or math.inf)
     util = a.inputs.utilisation / b.inputs.utilisation
@@ -112,25 +239,22 @@ def decompose(a: RunCost, b: RunCost, unit: str) -> dict[str, Any]:
     ratio = thr * util * hourly
     logs = {"throughput": math.log(thr), "utilisation": math.log(util), "hourly_cost": math.log(hourly)}
     total_log = math.log(ratio)
-    carried = {k: v / total_log for k, v in logs.items()} if abs(total_log) > 1e-12 else None
+    carried = LogShares(**{k: v / total_log for k, v in logs.items()}) if abs(total_log) > 1e-12 else None
     comps_a, comps_b = ea.hourly.components(), eb.hourly.components()
-    p = money_prefix(a.currency)
-    return {
-        "formula": "ratio = throughput_ratio (A/B) x utilisation_ratio (A/B) x hourly_cost_ratio (B/A)",
-        "throughput_ratio": thr,
-        "utilisation_ratio": util,
-        "hourly_cost_ratio": hourly,
-        "product": ratio,
-        "share_of_log_ratio": carried,
-        "share_of_log_ratio_meaning": "how much of ln(ratio) each factor carries (they sum to 1)",
-        "hourly": {
-            "a": {f"{k}_{p}_per_hour": v for k, v in comps_a.items()} | {"shares": ea.hourly.shares()},
-            "b": {f"{k}_{p}_per_hour": v for k, v in comps_b.items()} | {"shares": eb.hourly.shares()},
-            "difference_as_share_of_a": {k: (comps_b[k] - comps_a[k]) / ea.hourly.total for k in comps_a},
-            "difference_meaning": "(B's component - A's component) / A's hourly cost; they sum to "
-            "hourly_cost_ratio - 1",
-        },
-    }
+    return Decomposition(
+        throughput_ratio=thr,
+        utilisation_ratio=util,
+        hourly_cost_ratio=hourly,
+        product=ratio,
+        share_of_log_ratio=carried,
+        hourly=HourlyDifference(
+            a=_side(ea.hourly),
+            b=_side(eb.hourly),
+            difference_as_share_of_a=HourlyShares(
+                **{k: (comps_b[k] - comps_a[k]) / ea.hourly.total for k in comps_a}
+            ),
+        ),
+    )
 
 
 def compare_pair(a: RunCost, b: RunCost, basis: str | None = None) -> PairComparison:
@@ -169,6 +293,10 @@ def compare(runs_costs: Sequence[RunCost], basis: str | None = None) -> Comparis
 __all__ = [
     "BreakEven",
     "Comparison",
+    "ComparisonDocument",
+    "Decomposition",
+    "PairDocument",
+    "RunRow",
     "PairComparison",
     "SensitivityRow",
     "compare",

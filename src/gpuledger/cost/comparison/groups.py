@@ -37,7 +37,10 @@ from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Protocol
 
+from pydantic import model_serializer
+
 from gpuledger.cost.comparison.basis import resolve_basis
+from gpuledger.cost.pricing.document import CostDocument, Doc
 from gpuledger.cost.pricing.runcost import RunCost
 from gpuledger.errors import NotFoundError, UsageError
 from gpuledger.quantity import percent
@@ -48,6 +51,96 @@ LEVEL = 0.95
 REPEAT_KEY = "repeat"
 GROUP_PREFIX = "g-"
 MIN_GROUP_PREFIX = len(GROUP_PREFIX) + 4
+
+
+# --------------------------------------------------------------------------------------------------
+# The documents (``cost GROUP --json``, ``compare GROUP GROUP --json``)
+# --------------------------------------------------------------------------------------------------
+
+
+class IntervalDoc(Doc):
+    """A mean with its 95 % interval (``ci95_half_width`` for a symmetric one, else its ends; the high end
+    None and ``ci95_high_unbounded`` true for a reciprocal whose interval reached 0), the sample standard
+    deviation and the CV, each saying what it is."""
+
+    mean: float
+    mean_of: str
+    ci95_half_width: float | None
+    ci95_low: float | None
+    ci95_high: float | None
+    ci95_high_unbounded: bool | None = None
+    n: int
+    sd: float | None
+    sd_of: str | None
+    cv: float | None
+    cv_of: str | None
+    method: str
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Any) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        if self.ci95_high_unbounded is None:
+            out.pop("ci95_high_unbounded")
+        return out
+
+
+class FigureDoc(Doc):
+    """One figure over a group's runs: each run's value and the mean with its interval (``mean`` None and
+    ``n`` 0 when no run had it)."""
+
+    label: str
+    unit: str
+    values: list[float | None]
+    interval: IntervalDoc | None
+
+    @model_serializer(mode="plain")
+    def _dump(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"label": self.label, "unit": self.unit, "values": self.values}
+        if self.interval is None:
+            return out | {"mean": None, "n": 0}
+        return out | self.interval.model_dump(mode="json")
+
+
+class RatioDoc(Doc):
+    ratio: float
+    ci95_low: float | None
+    ci95_high: float | None
+    df: float | None
+    distinguishable_at_95: bool | None
+    meaning: str
+    method: str = (
+        "ratio of the groups' arithmetic means; delta method on ln(ratio) with the sample standard "
+        "deviations (n − 1), Welch–Satterthwaite df, ratio·exp(±t·se)"
+    )
+
+
+class GroupDocument(Doc):
+    """A group of repeats: its runs, each figure's mean with its interval, the runs' verdicts, and — when
+    priced (``cost GROUP``) — each run's cost document."""
+
+    group: str
+    runs: list[str]
+    level: float = LEVEL
+    figures: dict[str, FigureDoc]
+    verdicts: dict[str, str]
+    costs: list[CostDocument] | None = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Any) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        if self.costs is None:
+            out.pop("costs")
+        return out
+
+
+class GroupComparisonDocument(Doc):
+    a: GroupDocument
+    b: GroupDocument
+    unit: str
+    currency: str
+    ratio: RatioDoc | None
+    throughput_ratio: RatioDoc | None
+    meaning: str
 
 
 # --------------------------------------------------------------------------------------------------
@@ -197,22 +290,22 @@ class Interval:
             f"{self.mean_of} ± t(0.975, n − 1)·s/√n (Student-t over runs), s {SAMPLE_SD}; CV = {self.cv_of}"
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def document(self) -> IntervalDoc:
         high = self.high
-        return {
-            "mean": self.mean,
-            "mean_of": self.mean_of,
-            "ci95_half_width": self.half_width if self.bounds is None else None,
-            "ci95_low": self.low,
-            "ci95_high": None if high is None or math.isinf(high) else high,
-            **({"ci95_high_unbounded": math.isinf(high)} if self.bounds and high is not None else {}),
-            "n": self.n,
-            "sd": self.sd,
-            "sd_of": SAMPLE_SD if self.sd is not None else None,
-            "cv": self.cv,
-            "cv_of": self.cv_of if self.cv is not None else None,
-            "method": self.method(),
-        }
+        return IntervalDoc(
+            mean=self.mean,
+            mean_of=self.mean_of,
+            ci95_half_width=self.half_width if self.bounds is None else None,
+            ci95_low=self.low,
+            ci95_high=None if high is None or math.isinf(high) else high,
+            ci95_high_unbounded=math.isinf(high) if self.bounds and high is not None else None,
+            n=self.n,
+            sd=self.sd,
+            sd_of=SAMPLE_SD if self.sd is not None else None,
+            cv=self.cv,
+            cv_of=self.cv_of if self.cv is not None else None,
+            method=self.method(),
+        )
 
     def reciprocal(self, mean_of: str, scale: float = 1.0) -> Interval:
         """``scale`` ÷ this mean, with the interval ``scale`` ÷ its ends (exact: the same coverage), the high
@@ -283,17 +376,9 @@ class RatioInterval:
             return "distinguishable at 95 %: the interval excludes 1"
         return "not distinguishable at 95 %: the interval spans 1"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "ratio": self.ratio,
-            "ci95_low": self.low,
-            "ci95_high": self.high,
-            "df": self.df,
-            "distinguishable_at_95": self.distinguishable,
-            "meaning": self.meaning(),
-            "method": "ratio of the groups' arithmetic means; delta method on ln(ratio) with the sample "
-            "standard deviations (n − 1), Welch–Satterthwaite df, ratio·exp(±t·se)",
-        }
+    def document(self) -> RatioDoc:
+        return RatioDoc(ratio=self.ratio, ci95_low=self.low, ci95_high=self.high, df=self.df,
+                        distinguishable_at_95=self.distinguishable, meaning=self.meaning())
 
 
 def ratio_interval(a: Sequence[float], b: Sequence[float], level: float = LEVEL) -> RatioInterval | None:
@@ -486,13 +571,9 @@ class GroupFigure:
     def text(self) -> str:
         return self.interval.text(self.unit) if self.interval is not None else f"n/a {self.unit}"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "label": self.label,
-            "unit": self.unit,
-            "values": list(self.values),
-            **(self.interval.to_dict() if self.interval is not None else {"mean": None, "n": 0}),
-        }
+    def document(self) -> FigureDoc:
+        return FigureDoc(label=self.label, unit=self.unit, values=list(self.values),
+                         interval=self.interval.document() if self.interval is not None else None)
 
 
 def _figure(key: str, label: str, unit: str, values: Sequence[float | None]) -> GroupFigure:
@@ -563,14 +644,15 @@ class GroupSummary:
             (r.id, r.summary.verdict.status) for r in self.runs if r.summary is not None and r.summary.verdict
         ]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "group": self.name,
-            "runs": [r.id for r in self.runs],
-            "level": LEVEL,
-            "figures": {f.label: f.to_dict() for f in self.figures},
-            "verdicts": dict(self.verdicts()),
-        }
+    def document(self) -> GroupDocument:
+        """The group as ``cost GROUP --json`` prints it (with the runs' cost documents when priced)."""
+        return GroupDocument(
+            group=self.name,
+            runs=[r.id for r in self.runs],
+            figures={f.label: f.document() for f in self.figures},
+            verdicts=dict(self.verdicts()),
+            costs=[c.document() for c in self.costs] if self.costs else None,
+        )
 
 
 def summarize_group(name: str, runs: Sequence[RunInfo], costs: Sequence[RunCost] = ()) -> GroupSummary:
@@ -595,17 +677,17 @@ class GroupComparison:
             return f"no ratio: a group has no {self.words} per {self.currency}"
         return f"{self.ratio.text()} the {self.words} per {self.currency}"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "a": self.a.to_dict(),
-            "b": self.b.to_dict(),
-            "unit": self.unit,
-            "currency": self.currency,
-            "ratio": self.ratio.to_dict() if self.ratio is not None else None,
-            "throughput_ratio": self.throughput.to_dict() if self.throughput is not None else None,
-            "meaning": f"{self.a.name} gets the ratio x the {self.words} per {self.currency} of "
-            f"{self.b.name}",
-        }
+    def document(self) -> GroupComparisonDocument:
+        """``compare GROUP GROUP --json``."""
+        return GroupComparisonDocument(
+            a=self.a.document().model_copy(update={"costs": None}),
+            b=self.b.document().model_copy(update={"costs": None}),
+            unit=self.unit,
+            currency=self.currency,
+            ratio=self.ratio.document() if self.ratio is not None else None,
+            throughput_ratio=self.throughput.document() if self.throughput is not None else None,
+            meaning=f"{self.a.name} gets the ratio x the {self.words} per {self.currency} of {self.b.name}",
+        )
 
 
 def compare_groups(a: GroupSummary, b: GroupSummary, basis: str | None = None) -> GroupComparison:
@@ -641,10 +723,15 @@ __all__ = [
     "GROUP_PREFIX",
     "LEVEL",
     "REPEAT_KEY",
+    "FigureDoc",
     "GroupComparison",
+    "GroupComparisonDocument",
+    "GroupDocument",
     "GroupFigure",
     "GroupSummary",
     "Interval",
+    "IntervalDoc",
+    "RatioDoc",
     "RatioInterval",
     "RunSet",
     "betainc",

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import model_serializer
 
 from gpuledger.catalog import Catalog, GpuSpec, RooflineScale, load_catalog, normalise_dtype, roofline_scale
 from gpuledger.cost.estimate.roofline_estimate import step_floor
+from gpuledger.cost.pricing.document import CostDocument, DevicePower, Doc, EfficiencyDoc, GpuRef, UnitRate
 from gpuledger.cost.pricing.efficiency import Efficiency, model_of, run_efficiency
 from gpuledger.cost.pricing.operating import operating_point
 from gpuledger.cost.pricing.power import PowerResolution
@@ -32,13 +35,78 @@ from gpuledger.records import DoctorRunRecord, Latency, RunInfo, RunSummary
 
 # The statistics of a latency block that one positive factor scales (percentiles keep the requests' order).
 LATENCY_STATS: tuple[str, ...] = ("mean", "p50", "p90", "p95", "p99", "std", "min", "max")
-SHOWN_STATS: tuple[str, ...] = ("mean", "p50", "p90", "p95", "p99")
 
 
 def run_dtype(run: RunInfo) -> str | None:
     """The dtype the run's model computed in, when its spec records one the catalog knows."""
     value = run.config.precision()
     return value if value and normalise_dtype(value) else None
+
+
+class LatencyFigures(Doc):
+    """The statistics of a latency shown (ms)."""
+
+    mean: float | None
+    p50: float | None
+    p90: float | None
+    p95: float | None
+    p99: float | None
+
+    @classmethod
+    def of(cls, block: Latency) -> LatencyFigures:
+        return cls(mean=block.mean, p50=block.p50, p90=block.p90, p95=block.p95, p99=block.p99)
+
+
+class ScaledLatencyDoc(Doc):
+    """One latency metric on the target: the estimated figures beside the measured ones, and how."""
+
+    unit: Literal["ms"] = "ms"
+    estimated: LatencyFigures
+    measured: LatencyFigures
+    n: int
+    origin: Literal["estimate"] = "estimate"
+    how: str
+
+
+class NoLatency(Doc):
+    reason: str
+
+
+class Rates(Doc):
+    """A summary's rates under its kind's keys; ``window_s`` the (estimated) window, when given."""
+
+    rates: list[UnitRate]
+    window_s: float | None = None
+    with_window: bool = False
+
+    @model_serializer(mode="plain")
+    def _dump(self) -> dict[str, Any]:
+        out: dict[str, Any] = {r.key: r.value for r in self.rates}
+        return out | ({"window_s": self.window_s} if self.with_window else {})
+
+    @classmethod
+    def of(cls, summary: RunSummary, *, window: bool = False) -> Rates:
+        return cls(rates=[UnitRate(unit=u, key=k, value=summary.rate(u)) for u, k in summary.rate_keys()],
+                   window_s=summary.window_s if window else None, with_window=window)
+
+
+class EstimateDocument(Doc):
+    """``gpuledger estimate RUN --gpu NAME --json``: the run carried to another GPU by a roofline model —
+    always labelled an estimate — its rates, latencies, MBU/MFU and its cost there."""
+
+    estimate: Literal[True] = True
+    label: str = "ESTIMATE from a roofline model, not a measurement"
+    run_id: str
+    source_gpu: GpuRef
+    target_gpu: GpuRef
+    roofline: RooflineScale
+    estimated_throughput: Rates
+    measured_throughput: Rates
+    latency: dict[str, ScaledLatencyDoc] | NoLatency
+    efficiency: EfficiencyDoc
+    cost: CostDocument
+    assumptions: list[str]
+    warnings: list[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,29 +123,23 @@ class Estimate:
     warnings: list[str] = field(default_factory=list)
     latency: LatencyEstimate | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "estimate": True,
-            "label": "ESTIMATE from a roofline model, not a measurement",
-            "run_id": self.run.id,
-            "source_gpu": {"key": self.source.key, "name": self.source.name},
-            "target_gpu": {"key": self.target.key, "name": self.target.name},
-            "roofline": self.scale.to_dict(),
-            "estimated_throughput": {
-                **{key: self.scaled_summary.rate(u) for u, key in self.scaled_summary.rate_keys()},
-                "window_s": self.scaled_summary.window_s,
-            },
-            "measured_throughput": {
-                key: self.measured_summary.rate(u) for u, key in self.measured_summary.rate_keys()
-            },
-            "latency": self.latency.to_dict() if self.latency is not None else {
-                "reason": "the run's work has no per-request latencies to carry (not text generation)"
-            },
-            "efficiency": self.efficiency.to_dict(),
-            "cost": self.cost.to_dict(),
-            "assumptions": self.assumptions,
-            "warnings": self.warnings,
-        }
+    def document(self) -> EstimateDocument:
+        """The ``estimate --json`` document."""
+        return EstimateDocument(
+            run_id=self.run.id,
+            source_gpu=GpuRef(key=self.source.key, name=self.source.name),
+            target_gpu=GpuRef(key=self.target.key, name=self.target.name),
+            roofline=self.scale,
+            estimated_throughput=Rates.of(self.scaled_summary, window=True),
+            measured_throughput=Rates.of(self.measured_summary),
+            latency=self.latency.document() if self.latency is not None else NoLatency(
+                reason="the run's work has no per-request latencies to carry (not text generation)"
+            ),
+            efficiency=self.efficiency.document(),
+            cost=self.cost.document(),
+            assumptions=self.assumptions,
+            warnings=self.warnings,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,15 +151,9 @@ class ScaledLatency:
     estimated: Latency
     how: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "unit": "ms",
-            "estimated": {k: self.estimated.get(k) for k in SHOWN_STATS},
-            "measured": {k: self.measured.get(k) for k in SHOWN_STATS},
-            "n": self.measured.n,
-            "origin": "estimate",
-            "how": self.how,
-        }
+    def document(self) -> ScaledLatencyDoc:
+        return ScaledLatencyDoc(estimated=LatencyFigures.of(self.estimated),
+                                measured=LatencyFigures.of(self.measured), n=self.measured.n, how=self.how)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,8 +168,8 @@ class LatencyEstimate:
     def lines(self) -> list[str]:
         return [f"{m.name.removesuffix('_ms').upper()} on the target: {m.how}" for m in self.metrics]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {m.name: m.to_dict() for m in self.metrics}
+    def document(self) -> dict[str, ScaledLatencyDoc]:
+        return {m.name: m.document() for m in self.metrics}
 
 
 def _divided(block: Latency, factor: float) -> Latency:
@@ -226,7 +282,7 @@ def _target_power(used: list[DeviceView], source: GpuSpec, target: GpuSpec, n: i
         source_txt,
         True,
         False,
-        [{"device": f"{target.key}:{i}", "name": target.name, "power_w": per} for i in range(n)],
+        [DevicePower(device=f"{target.key}:{i}", name=target.name, power_w=per) for i in range(n)],
         [],
     )
 

@@ -6,20 +6,22 @@ profile. Always labelled an ESTIMATE, every figure with its origin."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from gpuledger.catalog import Catalog, GpuSpec, load_catalog, normalise_dtype
 from gpuledger.cost.estimate.roofline_estimate import (
     CarriedEfficiency,
+    RooflineDoc,
     RooflinePoint,
     Workload,
     choose_efficiency,
     roofline_point,
 )
+from gpuledger.cost.pricing.document import Doc, GpuRef
 from gpuledger.cost.pricing.efficiency import DERIVED, Efficiency, model_of, run_efficiency
 from gpuledger.cost.pricing.modelarch import ModelArch
-from gpuledger.cost.pricing.pointcost import PointCost, price_point
+from gpuledger.cost.pricing.pointcost import PointCost, PointCostDoc, price_point
 from gpuledger.cost.pricing.presets import gpu_default_profile
 from gpuledger.cost.pricing.profile import CostProfile
 from gpuledger.cost.pricing.setup_hours import SetupHours, setup_hours_for
@@ -93,29 +95,82 @@ class ModelEstimate:
     assumptions: list[str]
     warnings: list[str]
 
-    def to_dict(self) -> dict[str, Any]:
+    def document(self) -> ModelEstimateDocument:
+        """``estimate MODEL --gpu NAME --json`` (or of a CPU run)."""
         a = self.arch
-        return {
-            "estimate": True,
-            "label": LABEL,
-            "basis": self.basis,
-            "model": {
-                "name": a.name, "source": a.source, "params": a.params,
-                "non_embedding_params": a.non_embedding_params, "active_params": a.active_params,
-                "layers": a.layers, "kv_heads": a.kv_heads, "head_dim": a.head_dim, "attention": a.attention,
-                "kv_elements_per_token": a.kv_elements_per_token, "origin": "published config",
-            },
-            "target_gpu": {"key": self.target.key, "name": self.target.name},
-            "devices": self.point.devices,
-            "workload": {**asdict(self.point.workload), "source": self.workload_source},
-            "roofline": self.point.to_dict(),
-            "efficiency": self.point.efficiency.to_dict(),
-            "cost": self.cost.to_dict(),
-            "setup_labour": {"hours": self.setup.hours, "source": self.setup.source,
-                             "origin": self.setup.origin},
-            "assumptions": self.assumptions,
-            "warnings": self.warnings,
-        }
+        return ModelEstimateDocument(
+            basis=self.basis,
+            model=ModelRef(
+                name=a.name, source=a.source, params=a.params, non_embedding_params=a.non_embedding_params,
+                active_params=a.active_params, layers=a.layers, kv_heads=a.kv_heads, head_dim=a.head_dim,
+                attention=a.attention, kv_elements_per_token=a.kv_elements_per_token,
+            ),
+            target_gpu=GpuRef(key=self.target.key, name=self.target.name),
+            devices=self.point.devices,
+            workload=WorkloadDoc(input_len=self.point.workload.input_len,
+                                 output_len=self.point.workload.output_len,
+                                 concurrency=self.point.workload.concurrency, source=self.workload_source),
+            roofline=self.point.document(),
+            efficiency=self.point.efficiency,
+            cost=self.cost.document(),
+            setup_labour=SetupLabour.of(self.setup),
+            assumptions=self.assumptions,
+            warnings=self.warnings,
+        )
+
+
+class ModelRef(Doc):
+    """The model priced, from its published config."""
+
+    name: str
+    source: str
+    params: int
+    non_embedding_params: int
+    active_params: float
+    layers: int
+    kv_heads: int
+    head_dim: int
+    attention: str
+    kv_elements_per_token: int
+    origin: Literal["published config"] = "published config"
+
+
+class WorkloadDoc(Doc):
+    input_len: int
+    output_len: int
+    concurrency: int
+    source: str
+
+
+class SetupLabour(Doc):
+    """The setup hours priced, where they come from and what they are (stated, doctor ledger, the essay's)."""
+
+    hours: float
+    source: str
+    origin: str
+
+    @classmethod
+    def of(cls, setup: SetupHours) -> SetupLabour:
+        return cls(hours=setup.hours, source=setup.source, origin=setup.origin)
+
+
+class ModelEstimateDocument(Doc):
+    """A model nobody ran here priced on a GPU: the roofline of its config at an efficiency with its origin,
+    the target's profile, the setup labour; always labelled an ESTIMATE."""
+
+    estimate: Literal[True] = True
+    label: str = LABEL
+    basis: str
+    model: ModelRef
+    target_gpu: GpuRef
+    devices: int
+    workload: WorkloadDoc
+    roofline: RooflineDoc
+    efficiency: CarriedEfficiency
+    cost: PointCostDoc
+    setup_labour: SetupLabour
+    assumptions: list[str]
+    warnings: list[str]
 
 
 def workload_of_run(run: RunInfo) -> tuple[Workload, str]:

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Literal
 
 from gpuledger.catalog import GpuSpec, peak_bandwidth, peak_compute
 from gpuledger.catalog.roofline import TB, USABLE_MEMORY_FRACTION, kv_bytes, kv_cache_bytes, weight_bytes
+from gpuledger.cost.pricing.document import Doc
 from gpuledger.cost.pricing.efficiency import DERIVED, Efficiency, FigureOrigin, pct_text
 from gpuledger.cost.pricing.modelarch import ModelArch
 from gpuledger.errors import InvalidInputError
@@ -70,9 +71,17 @@ class StepFloor:
     kernels: int
     how: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"seconds": self.seconds, "kernels": self.kernels, "seconds_per_kernel": KERNEL_FLOOR_S,
-                "origin": "estimate", "how": self.how, "source": FLOOR_SOURCE}
+    def document(self) -> StepFloorDoc:
+        return StepFloorDoc(seconds=self.seconds, kernels=self.kernels, how=self.how)
+
+
+class StepFloorDoc(Doc):
+    seconds: float
+    kernels: int
+    seconds_per_kernel: float = KERNEL_FLOOR_S
+    origin: Literal["estimate"] = "estimate"
+    how: str
+    source: str = FLOOR_SOURCE
 
 
 def step_floor(arch: ModelArch) -> StepFloor:
@@ -102,10 +111,6 @@ class CarriedEfficiency:
         return (f"MBU {pct_text(self.mbu)} ({self.origin}), prefill MFU {pct_text(self.prefill_mfu)} "
                 f"({self.prefill_origin})")
 
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["runs"] = list(self.runs)
-        return out
 
 
 def default_efficiency() -> CarriedEfficiency:
@@ -189,8 +194,6 @@ class Memory:
     fits: bool
     reason: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,38 +243,80 @@ class RooflinePoint:
                 "ms): the model is so small that kernel launches, not memory bandwidth, limit its decode — "
                 "TPOT and throughput are bounds, not a roofline figure; bench it")
 
-    def to_dict(self) -> dict[str, Any]:
+    def document(self) -> RooflineDoc:
         how = f"roofline at {self.efficiency.text()}"
         if self.at_floor:
             how += (f"; the decode step is the per-step overhead floor ({self.step_s * 1e3:.3g} ms), not the "
                     f"bandwidth bound ({self.memory_bound_s * 1e3:.3g} ms): a lower bound")
 
-        def fig(value: float, unit: str) -> dict[str, Any]:
-            return {"value": value, "unit": unit, "origin": "estimate", "how": how}
-        return {
-            "gpu": self.gpu,
-            "gpu_name": self.gpu_name,
-            "devices": self.devices,
-            "workload": asdict(self.workload),
-            "dtype": self.dtype,
-            "output_tokens_per_s": fig(self.output_tokens_per_s, "tokens/s (all devices)"),
-            "input_tokens_per_s": fig(self.input_tokens_per_s, "tokens/s (all devices)"),
-            "total_tokens_per_s": fig(self.total_tokens_per_s, "tokens/s (all devices)"),
-            "output_tokens_per_s_per_gpu": fig(self.output_tokens_per_s / self.devices, "tokens/s per GPU"),
-            "tokens_per_s_per_user": fig(self.tokens_per_s_per_user, "tokens/s per user"),
-            "tpot_ms": fig(self.tpot_ms, "ms"),
-            "ttft_ms": fig(self.ttft_ms, "ms (no queueing: a lower bound)"),
-            "e2e_ms": {**fig(self.e2e_ms, "ms (no queueing: a lower bound)"),
-                       "how": f"TTFT + TPOT x (output tokens {self.workload.output_len} - 1); {how}"},
-            "decode_step": {"seconds": self.step_s, "bound": self.step_bound,
-                            "memory_bound_s": self.memory_bound_s, "compute_bound_s": self.compute_bound_s,
-                            "floor": self.floor.to_dict() if self.floor is not None else None,
-                            "warning": self.floor_warning()},
-            "prefill_s": self.prefill_s,
-            "memory": self.memory.to_dict(),
-            "efficiency": self.efficiency.to_dict(),
-            "assumptions": list(self.assumptions),
-        }
+        def fig(value: float, unit: str, how: str = how) -> EstimatedFigure:
+            return EstimatedFigure(value=value, unit=unit, how=how)
+        return RooflineDoc(
+            gpu=self.gpu,
+            gpu_name=self.gpu_name,
+            devices=self.devices,
+            workload=self.workload,
+            dtype=self.dtype,
+            output_tokens_per_s=fig(self.output_tokens_per_s, "tokens/s (all devices)"),
+            input_tokens_per_s=fig(self.input_tokens_per_s, "tokens/s (all devices)"),
+            total_tokens_per_s=fig(self.total_tokens_per_s, "tokens/s (all devices)"),
+            output_tokens_per_s_per_gpu=fig(self.output_tokens_per_s / self.devices, "tokens/s per GPU"),
+            tokens_per_s_per_user=fig(self.tokens_per_s_per_user, "tokens/s per user"),
+            tpot_ms=fig(self.tpot_ms, "ms"),
+            ttft_ms=fig(self.ttft_ms, "ms (no queueing: a lower bound)"),
+            e2e_ms=fig(self.e2e_ms, "ms (no queueing: a lower bound)",
+                       f"TTFT + TPOT x (output tokens {self.workload.output_len} - 1); {how}"),
+            decode_step=DecodeStep(seconds=self.step_s, bound=self.step_bound,
+                                   memory_bound_s=self.memory_bound_s, compute_bound_s=self.compute_bound_s,
+                                   floor=self.floor.document() if self.floor is not None else None,
+                                   warning=self.floor_warning()),
+            prefill_s=self.prefill_s,
+            memory=self.memory,
+            efficiency=self.efficiency,
+            assumptions=list(self.assumptions),
+        )
+
+
+class EstimatedFigure(Doc):
+    """A figure of the roofline: an estimate, with its unit and how it was made."""
+
+    value: float
+    unit: str
+    origin: Literal["estimate"] = "estimate"
+    how: str
+
+
+class DecodeStep(Doc):
+    seconds: float
+    bound: str
+    memory_bound_s: float
+    compute_bound_s: float
+    floor: StepFloorDoc | None
+    warning: str | None
+
+
+class RooflineDoc(Doc):
+    """A roofline point as documents carry it (``estimate MODEL --json``'s ``roofline``): every rate and
+    latency an estimate saying how, the decode step and what bounds it, the memory, the efficiency used."""
+
+    gpu: str
+    gpu_name: str
+    devices: int
+    workload: Workload
+    dtype: str | None
+    output_tokens_per_s: EstimatedFigure
+    input_tokens_per_s: EstimatedFigure
+    total_tokens_per_s: EstimatedFigure
+    output_tokens_per_s_per_gpu: EstimatedFigure
+    tokens_per_s_per_user: EstimatedFigure
+    tpot_ms: EstimatedFigure
+    ttft_ms: EstimatedFigure
+    e2e_ms: EstimatedFigure
+    decode_step: DecodeStep
+    prefill_s: float
+    memory: Memory
+    efficiency: CarriedEfficiency
+    assumptions: list[str]
 
 
 def memory_of(arch: ModelArch, spec: GpuSpec, devices: int, workload: Workload, dtype: str | None) -> Memory:

@@ -35,6 +35,7 @@ from typing import Any, Final, Literal
 
 from gpuledger.catalog import Catalog, GpuSpec, load_catalog, normalise_dtype, peak_bandwidth, peak_compute
 from gpuledger.catalog.roofline import TB, USABLE_MEMORY_FRACTION, kv_bytes, kv_cache_bytes, weight_bytes
+from gpuledger.cost.pricing.document import EfficiencyDoc
 from gpuledger.cost.pricing.modelarch import (
     ModelArch,
     arch_from_config,
@@ -122,26 +123,18 @@ class Efficiency:
                          f"{name} {NA_TEXT} ({self.reasons.get(name.lower(), 'not computable')})")
         return ", ".join(parts) + f" ({self.provenance()})"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "origin": self.origin,
-            "label": self.label,
-            "mbu": self.mbu,
-            "mfu": self.mfu,
-            "prefill_mfu": self.prefill_mfu,
-            "prefill_mfu_lower_bound": self.prefill_mfu_lower_bound,
-            "reasons": dict(self.reasons),
-            "applies": self.applies,
-            "gpu": self.gpu,
-            "devices": self.devices,
-            "model": self.model,
-            "dtype": self.dtype,
-            "basis": dict(self.basis),
-            "assumptions": list(self.assumptions),
+    def document(self) -> EfficiencyDoc:
+        """The figures as the ``efficiency`` block of a cost, show or estimate document."""
+        return EfficiencyDoc(
+            origin=self.origin, label=self.label, mbu=self.mbu, mfu=self.mfu, prefill_mfu=self.prefill_mfu,
+            prefill_mfu_lower_bound=self.prefill_mfu_lower_bound, reasons=dict(self.reasons),
+            applies=self.applies, gpu=self.gpu, devices=self.devices, model=self.model, dtype=self.dtype,
+            basis=dict(self.basis), assumptions=list(self.assumptions),
             # derived from published only: the assumptions its origin words name (``provenance()``)
-            **({"premises": list(self.premises), "provenance": self.provenance()} if self.premises else {}),
-            "method": "docs/advise.md#mbu-and-mfu (gpuledger.cost.pricing.efficiency)",
-        }
+            premises=list(self.premises) if self.premises else None,
+            provenance=self.provenance() if self.premises else None,
+            method="docs/advise.md#mbu-and-mfu (gpuledger.cost.pricing.efficiency)",
+        )
 
 
 # ---- what the run ran -------------------------------------------------------------------------------

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from gpuledger.cost.pricing.profile import HOURS_PER_MONTH, CostProfile, Mode
 from gpuledger.errors import InvalidInputError
@@ -73,24 +72,6 @@ class HourlyCost:
     def shares(self) -> dict[str, float]:
         total = self.total
         return {k: (v / total if total > 0 else 0.0) for k, v in self.components().items()}
-
-    def to_dict(self) -> dict[str, Any]:
-        p = money_prefix(self.currency)
-        return {
-            "currency": self.currency,
-            "mode": self.mode,
-            f"{p}_per_hour": self.total,
-            f"capex_{p}_per_hour": self.capex,
-            f"rental_{p}_per_hour": self.rental,
-            f"energy_{p}_per_hour": self.energy,
-            f"labour_{p}_per_hour": self.labour,
-            f"labour_setup_{p}_per_hour": self.labour_setup,
-            f"labour_maintenance_{p}_per_hour": self.labour_maintenance,
-            f"other_{p}_per_hour": self.other,
-            "shares": self.shares(),
-            "priced_power_w": self.power_w,
-            "gpu_count": self.gpu_count,
-        }
 
 
 def hourly_cost(

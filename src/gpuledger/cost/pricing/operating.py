@@ -19,12 +19,23 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 from gpuledger.errors import InvalidInputError, NotFoundError, UsageError
 from gpuledger.records import RunInfo, RunSummary
 
 DEFAULT_ATTAINMENT = 0.99
+
+
+@dataclass(frozen=True, slots=True)
+class StageFigures:
+    """One stage of a sweep: its name, the load it ran at (``{"concurrency": 4}``), its headline rate, the
+    share of its requests that met the SLOs and how many succeeded."""
+
+    stage: str
+    params: dict[str, float | int | str | bool | None]
+    rate: float | None
+    slo_met_ratio: float | None
+    num_ok: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +45,7 @@ class OperatingPoint:
     stage: str
     rule: str
     summary: RunSummary
-    stages: list[dict[str, Any]] = field(default_factory=list)
+    stages: list[StageFigures] = field(default_factory=list)
     warning: str | None = None
 
 
@@ -58,13 +69,8 @@ def operating_point(
     unit = summary.headline()
     names = [s.stage_name() for s in stages]
     listing = [
-        {
-            "stage": s.stage_name(),
-            **s.stage_params(),
-            summary.rate_key(unit): s.rate(unit),
-            "slo_met_ratio": s.slo_attainment(),
-            "num_ok": s.num_ok,
-        }
+        StageFigures(stage=s.stage_name(), params=s.stage_params(), rate=s.rate(unit),
+                     slo_met_ratio=s.slo_attainment(), num_ok=s.num_ok)
         for s in stages
     ]
     if stage is not None:

@@ -7,11 +7,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import model_serializer
+
 from gpuledger.catalog import GpuSpec
-from gpuledger.cost.pricing.model import SECONDS_PER_HOUR, HourlyCost, hourly_cost, money_prefix, unit_price
+from gpuledger.cost.pricing.document import Doc, Hourly, MoneyKeys, ProfileRef, SourcedValue, UnitPrice
+from gpuledger.cost.pricing.model import SECONDS_PER_HOUR, HourlyCost, hourly_cost, unit_price
 from gpuledger.cost.pricing.power import PowerResolution, with_host_and_idle
 from gpuledger.cost.pricing.profile import CostProfile
 from gpuledger.errors import InvalidInputError
+from gpuledger.records import unit_info
+
+OUTPUT, TOTAL = "output_token", "token"  # what a point's price is quoted per
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,23 +42,58 @@ class PointCost:
         served = self.total_tokens_per_s * SECONDS_PER_HOUR * self.profile.utilisation
         return unit_price(self.hourly.total, served, 1e6)
 
-    def to_dict(self) -> dict[str, Any]:
-        p = money_prefix(self.profile.currency)
+    def document(self) -> PointCostDoc:
+        prof = self.profile
         origin = "estimate" if self.rate_origin == "estimate" else f"{self.rate_origin} rate, priced here"
-        return {
-            "currency": self.profile.currency,
-            "profile": {"name": self.profile.name, "mode": self.profile.mode,
-                        "description": self.profile.description},
-            f"{p}_per_1m_output_tokens": {"value": self.per_1m_output, "origin": origin},
-            f"{p}_per_1m_tokens": {"value": self.per_1m_total, "origin": origin},
-            "hourly": self.hourly.to_dict(),
-            "utilisation": {"value": self.profile.utilisation,
-                            "source": self.profile.source_of("utilisation")},
-            "setup_hours": {"value": self.setup_hours, "source": self.setup_source},
-            "labour_rate_per_hour": {"value": self.profile.labour_rate_per_hour,
-                                     "source": self.profile.source_of("labour_rate_per_hour")},
-            "price_source": self.profile.source_of(
-                "rental_per_gpu_hour" if self.profile.mode == "rental" else "gpu_price"),
+        return PointCostDoc(
+            currency=prof.currency,
+            profile=ProfileRef(name=prof.name, mode=prof.mode, description=prof.description),
+            prices=[
+                OriginPrice(price=UnitPrice.of(OUTPUT, unit_info(OUTPUT), self.per_1m_output), origin=origin),
+                OriginPrice(price=UnitPrice.of(TOTAL, unit_info(TOTAL), self.per_1m_total), origin=origin),
+            ],
+            hourly=Hourly.of(self.hourly),
+            utilisation=SourcedValue(value=prof.utilisation, source=prof.source_of("utilisation")),
+            setup_hours=SourcedValue(value=self.setup_hours, source=self.setup_source),
+            labour_rate_per_hour=SourcedValue(value=prof.labour_rate_per_hour,
+                                              source=prof.source_of("labour_rate_per_hour")),
+            price_source=prof.source_of("rental_per_gpu_hour" if prof.mode == "rental" else "gpu_price"),
+            power_source=self.power_source,
+        )
+
+
+class OriginPrice(Doc):
+    """A price and the origin of the rate it divides by (``estimate``, ``published rate, priced here``)."""
+
+    price: UnitPrice
+    origin: str
+
+
+class PointCostDoc(Doc):
+    """The price of a point nobody measured here (``estimate MODEL``, ``advise``): per 1M output and per 1M
+    tokens, the hourly cost, and every input with its source."""
+
+    currency: str
+    profile: ProfileRef
+    prices: list[OriginPrice]
+    hourly: Hourly
+    utilisation: SourcedValue
+    setup_hours: SourcedValue
+    labour_rate_per_hour: SourcedValue
+    price_source: str
+    power_source: str
+
+    def price(self, unit: str) -> OriginPrice | None:
+        return next((p for p in self.prices if p.price.unit == unit), None)
+
+    @model_serializer(mode="plain")
+    def _dump(self) -> dict[str, Any]:
+        m = MoneyKeys(self.currency)
+        out: dict[str, Any] = {"currency": self.currency, "profile": self.profile}
+        out |= {m.price(p.price): {"value": p.price.value, "origin": p.origin} for p in self.prices}
+        return out | {
+            "hourly": self.hourly, "utilisation": self.utilisation, "setup_hours": self.setup_hours,
+            "labour_rate_per_hour": self.labour_rate_per_hour, "price_source": self.price_source,
             "power_source": self.power_source,
         }
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from gpuledger.catalog import Catalog
+from gpuledger.cost.pricing.document import DevicePower
 from gpuledger.cost.pricing.presets import cpu_defaults
 from gpuledger.cost.pricing.profile import CostProfile
 from gpuledger.cost.pricing.runview import DeviceView, cpu_device, cpu_threads
@@ -31,7 +31,7 @@ class PowerResolution:
     source: str  # e.g. "measured (nvml; counter)", "catalog TDP (not measured)"
     estimate: bool
     measured: bool
-    per_device: list[dict[str, Any]] = field(default_factory=list)
+    per_device: list[DevicePower] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     needed: bool = True  # False under a rental profile: energy is in the price
     published: bool = False  # the publisher's figure (a published point), not measured here
@@ -52,7 +52,7 @@ def _measured_source(devs: Sequence[DeviceView]) -> str:
 def _gpu_power(
     run: RunInfo, profile: CostProfile, used: list[DeviceView], n: int, catalog: Catalog
 ) -> PowerResolution:
-    per_device: list[dict[str, Any]] = []
+    per_device: list[DevicePower] = []
     notes: list[str] = []
     measured: list[float] = []
     tdp_used = False
@@ -62,21 +62,15 @@ def _gpu_power(
     for d in used:
         if d.mean_power_w is not None and d.power_valid:
             measured.append(d.mean_power_w)
-            per_device.append(
-                {
-                    "device": d.key,
-                    "name": d.name,
-                    "power_w": d.mean_power_w,
-                    "power_source": _measured_source([d]),
-                }
-            )
+            per_device.append(DevicePower(device=d.key, name=d.name, power_w=d.mean_power_w,
+                                          power_source=_measured_source([d])))
             continue
         if d.mean_power_w is not None:
             not_valid.append(d.mean_power_w)
             label = f"estimate: measured, not valid ({', '.join(d.reasons) or 'not valid'})"
-            per_device.append({"device": d.key, "name": d.name, "power_w": d.mean_power_w,
-                               "power_source": f"{label}; {_measured_source([d])}",
-                               "why": f"measured power not valid: {d.validity_reason}"})
+            per_device.append(DevicePower(device=d.key, name=d.name, power_w=d.mean_power_w,
+                                          power_source=f"{label}; {_measured_source([d])}",
+                                          why=f"measured power not valid: {d.validity_reason}"))
             continue
         why = f"power not measured: {d.unavailable_power or 'no power readings in the telemetry'}"
         spec = catalog.find(d.name)
@@ -98,24 +92,17 @@ def _gpu_power(
             )
         tdp_used = True
         tdp_estimate = tdp_estimate or tdp.is_estimate
-        per_device.append(
-            {
-                "device": d.key,
-                "name": d.name,
-                "power_w": tdp.value,
-                "power_source": f"catalog TDP (not measured): {tdp.provenance()}",
-                "why": why,
-            }
-        )
+        per_device.append(DevicePower(device=d.key, name=d.name, power_w=tdp.value, why=why,
+                                      power_source=f"catalog TDP (not measured): {tdp.provenance()}"))
     if missing:  # an expected device without samples: the others' mean, an estimate
         if not per_device:
             raise InvalidInputError(f"run {run.id}: no device that served it has power readings: no power to "
                                     "price", hint="set power_w (W, all devices) in the cost profile")
-        fill = sum(float(x["power_w"]) for x in per_device) / len(per_device)
-        per_device.extend({"device": d.key, "name": d.name, "power_w": fill, "why": "device_missing",
-                           "power_source": f"estimate: no samples of the device; the mean of the others, "
-                                           f"{fill:.1f} W"} for d in missing)
-    per_dev_values = [float(x["power_w"]) for x in per_device]
+        fill = sum(x.power_w for x in per_device) / len(per_device)
+        per_device.extend(DevicePower(device=d.key, name=d.name, power_w=fill, why="device_missing",
+                                      power_source=f"estimate: no samples of the device; the mean of the "
+                                                   f"others, {fill:.1f} W") for d in missing)
+    per_dev_values = [x.power_w for x in per_device]
     serving = sum(per_dev_values)
     if n != len(used) and used:
         mean = serving / len(used)
@@ -150,7 +137,7 @@ def _cpu_power(run: RunInfo, profile: CostProfile, cpu: DeviceView | None) -> Po
             _measured_source([cpu]),
             False,
             True,
-            [{"device": cpu.key, "name": cpu.name, "power_w": cpu.mean_power_w}],
+            [DevicePower(device=cpu.key, name=cpu.name, power_w=cpu.mean_power_w)],
         )
     why = (
         "CPU power not measured: " + (cpu.unavailable_power or "no power readings")
@@ -181,7 +168,7 @@ def _cpu_power(run: RunInfo, profile: CostProfile, cpu: DeviceView | None) -> Po
         )
     name = cpu.name if cpu is not None else "cpu"
     return PowerResolution(
-        watts, watts, src, True, False, [{"device": "cpu", "name": name, "power_w": watts, "why": why}]
+        watts, watts, src, True, False, [DevicePower(device="cpu", name=name, power_w=watts, why=why)]
     )
 
 
@@ -192,8 +179,8 @@ def _measured_only(
     devs = list(used) if kind == "gpu" else ([d] if kind == "cpu" and (d := cpu or cpu_device(run)) else [])
     if devs and all(d.mean_power_w is not None and d.power_valid for d in devs):
         watts = sum(d.mean_power_w or 0.0 for d in devs)
-        per = [{"device": d.key, "name": d.name, "power_w": d.mean_power_w,
-                "power_source": _measured_source([d])} for d in devs]
+        per = [DevicePower(device=d.key, name=d.name, power_w=d.mean_power_w or 0.0,
+                           power_source=_measured_source([d])) for d in devs]
         return PowerResolution(watts, watts, _measured_source(devs), False, True, per, [], needed=False)
     return PowerResolution(0.0, 0.0, NOT_NEEDED, False, False, [], [], needed=False)
 
@@ -204,7 +191,7 @@ def published_power(origin: Origin, n: int, catalog: Catalog) -> PowerResolution
     name = catalog.resolve(origin.gpu).name if origin.gpu else "GPU"
     note = f"; {origin.power_note}" if origin.power_note else ""
     source = f"{origin.label}: {per:g} W per GPU x {n}{note}"
-    devs = [{"device": f"published:{i}", "name": name, "power_w": per, "power_source": source}
+    devs = [DevicePower(device=f"published:{i}", name=name, power_w=per, power_source=source)
             for i in range(n)]
     return PowerResolution(per * n, per * n, source, True, False, devs, [], published=True)
 
@@ -221,8 +208,8 @@ def named_gpu_power(
             f"run {run.id}: {spec.name} has no TDP in the catalog ({tdp.reason}): no power to price",
             hint="set power_w (W, all devices) in the cost profile",
         )
-    per = [{"device": f"{spec.vendor}:{i}", "name": spec.name, "power_w": tdp.value,
-            "power_source": f"catalog TDP (not measured): {tdp.provenance()}"} for i in range(n)]
+    per = [DevicePower(device=f"{spec.vendor}:{i}", name=spec.name, power_w=tdp.value,
+                       power_source=f"catalog TDP (not measured): {tdp.provenance()}") for i in range(n)]
     source = (
         f"estimate: catalog TDP of {spec.name} x {n} (not measured: "
         f"{why or 'the run has no telemetry of its devices'})"

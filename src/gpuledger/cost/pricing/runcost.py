@@ -11,24 +11,42 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 from gpuledger.catalog import Catalog, load_catalog
+from gpuledger.cost.pricing.document import (
+    CostDocument,
+    Devices,
+    Energy,
+    Hourly,
+    InputRow,
+    Labour,
+    OperatingPointDoc,
+    Power,
+    PricingExtras,
+    ProfileRef,
+    StageRow,
+    Throughput,
+    UnitEnergy,
+    UnitPrice,
+    UnitRate,
+    UnitYield,
+)
 from gpuledger.cost.pricing.efficiency import Efficiency, run_efficiency
 from gpuledger.cost.pricing.labour import resolve_setup_hours
-from gpuledger.cost.pricing.model import CostInputs, Evaluation, evaluate, money_prefix
+from gpuledger.cost.pricing.model import CostInputs, Evaluation, evaluate
 from gpuledger.cost.pricing.operating import DEFAULT_ATTAINMENT, OperatingPoint, operating_point
 from gpuledger.cost.pricing.power import PowerResolution, resolve_power
 from gpuledger.cost.pricing.presets import run_arch
 from gpuledger.cost.pricing.profile import HOURS_PER_MONTH, CostProfile, normalise_arch
 from gpuledger.cost.pricing.runview import DeviceView, cpu_device, gpu_devices
 from gpuledger.errors import InvalidInputError
-from gpuledger.records import DoctorRunRecord, Origin, RunInfo, RunSummary
+from gpuledger.records import DoctorRunRecord, Origin, RunInfo, RunSummary, UnitInfo
 from gpuledger.records.kinds import kind_of_summary
 
-# Extra cost figures a kind of workload adds to its runs' cost documents (``RunCost.to_dict``): the
+# Extra cost figures a kind of workload adds to its runs' cost documents (``RunCost.document``): the
 # ``cost_extras`` of the kind's ``pricing`` facet.
-PricingExtra = Callable[["RunCost"], dict[str, Any]]
+PricingExtra = Callable[["RunCost"], PricingExtras | None]
 
 
 def _extras(summary: RunSummary) -> PricingExtra | None:
@@ -42,7 +60,7 @@ def _extras(summary: RunSummary) -> PricingExtra | None:
 
 @dataclass(frozen=True, slots=True)
 class RunCost:
-    """The cost of one measured run under one profile (``to_dict()`` = the ``cost --json`` document).
+    """The cost of one measured run under one profile (``document()``: the ``cost --json`` document).
     ``summary`` is what was priced: the run's, or the stage of a sweep chosen as its operating point."""
 
     run: RunInfo
@@ -55,10 +73,10 @@ class RunCost:
     idle_gpus: list[str]
     power: PowerResolution
     setup_source: str
-    energy: dict[str, Any]
+    energy: Energy
     assumptions: list[str]
     warnings: list[str]
-    operating_point: dict[str, Any] | None = None  # the sweep stage priced (cost/pricing/operating.py)
+    operating_point: OperatingPointDoc | None = None  # the sweep stage priced (cost/pricing/operating.py)
     rate_source: str = "run summary (measured)"
     efficiency: Efficiency | None = None  # MBU and MFU of what was priced (cost/pricing/efficiency.py)
 
@@ -74,70 +92,58 @@ class RunCost:
         """``"USD per 1M output tokens"``."""
         return f"{self.currency} {self.inputs.unit(unit or self.headline).per_text()}"
 
-    def to_dict(self) -> dict[str, Any]:
-        p = money_prefix(self.currency)
-        ev = self.evaluation
-        inp = self.inputs
-        s = self.summary
+    def document(self) -> CostDocument:
+        """The ``cost --json`` document of this cost (its dump is the document)."""
+        ev, inp, s = self.evaluation, self.inputs, self.summary
         head = inp.unit(self.headline)
-        throughput: dict[str, Any] = {key: inp.rate(u) for u, key in s.rate_keys()}
-        throughput[f"served_{head.key}_per_hour"] = ev.per_hour()
-        throughput["source"] = self.rate_source
-        prices = {inp.unit(u).price_key(p): ev.cost_per(u) for u in s.price_units()}
-        yields = {inp.unit(u).per_money_key(p): ev.per_money(u) for u in s.yield_units()}
-        extra = _extras(s)
         known = self.power.known
-        hourly = ev.hourly.to_dict()
-        if not known:
-            hourly["priced_power_w"] = None  # not priced: rental includes energy
-        return {
-            "run_id": self.run.id,
-            "label": self.run.label,
-            "model": self.run.model,
-            "engine": self.run.engine,
-            "status": self.run.status,
-            "currency": self.currency,
-            "profile": {
-                "name": self.profile.name,
-                "mode": self.profile.mode,
-                "description": self.profile.description,
-            },
-            "devices": {
-                "kind": self.kind,
-                "count": inp.gpu_count or len(self.device_names),
-                "names": self.device_names,
-                "idle_gpus": self.idle_gpus,
-            },
-            "utilisation": inp.utilisation,
-            "power": {
-                "serving_w": inp.power_serving_w if known else None,
-                "idle_w": inp.power_idle_w if known else None,
-                "average_w": inp.average_power_w if known else None,
-                "power_source": self.power.source,
-                "estimate": self.power.estimate,
-                "per_device": self.power.per_device,
-            },
-            "hourly": hourly,
-            "throughput": throughput,
-            "efficiency": self.efficiency.to_dict() if self.efficiency is not None else None,
-            f"{p}_per_hour": ev.hourly.total,
-            **prices,
-            **yields,
-            **(extra(self) if extra is not None else {}),
-            "energy": self.energy,
-            "labour": {
-                "setup_hours": inp.setup_hours,
-                "setup_hours_source": self.setup_source,
-                "maintenance_hours_per_month": self.profile.maintenance_hours_per_month,
-                f"labour_rate_{p}_per_hour": self.profile.labour_rate_per_hour,
-            },
-            **({"operating_point": self.operating_point} if self.operating_point else {}),
-            "inputs": self.input_table(),
-            "assumptions": self.assumptions,
-            "warnings": self.warnings,
-        }
+        h = ev.hourly
+        extra = _extras(s)
+        return CostDocument(
+            run_id=self.run.id,
+            label=self.run.label,
+            model=self.run.model,
+            engine=self.run.engine,
+            status=self.run.status,
+            currency=self.currency,
+            profile=ProfileRef(name=self.profile.name, mode=self.profile.mode,
+                               description=self.profile.description),
+            devices=Devices(kind=self.kind, count=inp.gpu_count or len(self.device_names),
+                            names=self.device_names, idle_gpus=self.idle_gpus),
+            utilisation=inp.utilisation,
+            power=Power(
+                serving_w=inp.power_serving_w if known else None,
+                idle_w=inp.power_idle_w if known else None,
+                average_w=inp.average_power_w if known else None,
+                power_source=self.power.source,
+                estimate=self.power.estimate,
+                per_device=self.power.per_device,
+            ),
+            hourly=Hourly.of(h, power_known=known),  # not priced without power: rental includes energy
+            throughput=Throughput(
+                rates=[UnitRate(unit=u, key=key, value=inp.rate(u)) for u, key in s.rate_keys()],
+                served_per_hour=UnitRate(unit=self.headline, key=served_key(head), value=ev.per_hour()),
+                source=self.rate_source,
+            ),
+            efficiency=self.efficiency.document() if self.efficiency is not None else None,
+            prices=[UnitPrice.of(u, inp.unit(u), ev.cost_per(u)) for u in s.price_units()],
+            yields=[UnitYield.of(u, inp.unit(u), ev.per_money(u)) for u in s.yield_units()],
+            extras=[e for e in (extra(self),) if e is not None] if extra is not None else [],
+            energy=self.energy,
+            labour=Labour(
+                setup_hours=inp.setup_hours,
+                setup_hours_source=self.setup_source,
+                maintenance_hours_per_month=self.profile.maintenance_hours_per_month,
+                labour_rate_per_hour=self.profile.labour_rate_per_hour,
+                currency=self.currency,
+            ),
+            operating_point=self.operating_point,
+            inputs=self.input_table(),
+            assumptions=self.assumptions,
+            warnings=self.warnings,
+        )
 
-    def input_table(self) -> dict[str, dict[str, Any]]:
+    def input_table(self) -> dict[str, InputRow]:
         """Every priced input with unit and source."""
         prof = self.profile
         names = [
@@ -152,33 +158,33 @@ class RunCost:
             names += ["rental_per_gpu_hour" if prof.rental_per_gpu_hour is not None else "rental_per_hour"]
         else:
             names += ["gpu_price", "host_price", "electricity_per_kwh", "pue", "hosting_per_month"]
-        out: dict[str, dict[str, Any]] = {}
-        for name in names:
-            out[name] = {
-                "value": getattr(prof, name),
-                "unit": prof.unit(name),
-                "source": prof.source_of(name),
-            }
+        out = {name: InputRow(value=getattr(prof, name), unit=prof.unit(name), source=prof.source_of(name))
+               for name in names}
         origin = self.summary.origin() if self.kind == "unknown" else None
-        out["gpu_count"] = {
-            "value": self.inputs.gpu_count,
-            "unit": "GPUs",
-            "source": origin.label if origin is not None
+        out["gpu_count"] = InputRow(
+            value=self.inputs.gpu_count,
+            unit="GPUs",
+            source=origin.label if origin is not None
             else "profile gpu_count" if prof.gpu_count else "run telemetry (devices used)",
-        }
-        out["setup_hours"] = {"value": self.inputs.setup_hours, "unit": "hours", "source": self.setup_source}
-        out["power_serving_w"] = {
-            "value": self.inputs.power_serving_w if self.power.known else None,
-            "unit": "W",
-            "source": self.power.source,
-        }
+        )
+        out["setup_hours"] = InputRow(value=self.inputs.setup_hours, unit="hours", source=self.setup_source)
+        out["power_serving_w"] = InputRow(
+            value=self.inputs.power_serving_w if self.power.known else None,
+            unit="W",
+            source=self.power.source,
+        )
         head = self.inputs.unit(self.headline)
-        out[self.summary.rate_key(self.headline)] = {
-            "value": self.inputs.headline_rate,
-            "unit": f"{head.plural.split()[-1]}/s",
-            "source": self.rate_source,
-        }
+        out[self.summary.rate_key(self.headline)] = InputRow(
+            value=self.inputs.headline_rate,
+            unit=f"{head.plural.split()[-1]}/s",
+            source=self.rate_source,
+        )
         return out
+
+
+def served_key(head: UnitInfo) -> str:
+    """``served_output_tokens_per_hour``: the key of the headline units served per wall-clock hour."""
+    return f"served_{head.key}_per_hour"
 
 
 def _priced_summary(run: RunInfo, op: OperatingPoint | None) -> RunSummary:
@@ -210,20 +216,21 @@ def _rates(run: RunInfo, summary: RunSummary) -> tuple[dict[str, float], str]:
 def _energy(
     run: RunInfo, kind: str, used: list[DeviceView], power: PowerResolution, summary: RunSummary | None,
     published: bool = False, cpu: DeviceView | None = None,
-) -> dict[str, Any]:
+) -> Energy:
     """Energy over the run's window (or the priced stage's: ``summary`` and the device views are then the
     stage's) and per unit of work (``joules_per_<unit>``)."""
     window = summary.window_s if summary is not None else None
-    units = summary.yield_units() if summary is not None else []
     work = summary.work() if summary is not None else {}
 
-    def per_unit(joules: float | None) -> dict[str, float | None]:
-        out: dict[str, float | None] = {}
-        for u in units:
+    def per_unit(joules: float | None) -> list[UnitEnergy]:
+        if summary is None:
+            return []
+        out = []
+        for u in summary.yield_units():
             count = work[u].count if u in work else 0.0
-            key = (summary.unit(u) if summary is not None else None)
-            name = key.singular_key if key is not None else u
-            out[f"joules_per_{name}"] = joules / count if joules is not None and count else None
+            info = summary.unit(u)
+            out.append(UnitEnergy(unit=u, singular=info.singular, singular_key=info.singular_key,
+                                  value=joules / count if joules is not None and count else None))
         return out
 
     joules: float | None = None
@@ -250,15 +257,15 @@ def _energy(
             if not power.known
             else "the run has no window duration and no measured energy"
         )
-        return {"joules": None, "reason": reason, **per_unit(None)}
-    return {
-        "joules": joules,
-        "method": method,
-        "estimate": power.estimate,
-        **({"basis": "published"} if power.published else {}),
-        "excludes": "facility overhead (PUE)",
-        **per_unit(joules),
-    }
+        return Energy(joules=None, reason=reason, per_unit=per_unit(None))
+    return Energy(
+        joules=joules,
+        method=method,
+        estimate=power.estimate,
+        basis="published" if power.published else None,
+        excludes="facility overhead (PUE)",
+        per_unit=per_unit(joules),
+    )
 
 
 def _stage_views(
@@ -418,7 +425,7 @@ def cost_of_run(
     units = {u: priced.unit(u) for u in rates}
     inputs = CostInputs(profile, n, power.serving_w, power.idle_w, rates, head, units, setup_hours)
     ev = evaluate(inputs)
-    point = _operating_point_dict(op, inputs, priced) if op is not None else None
+    point = _operating_point_doc(op, inputs, priced) if op is not None else None
     if op is not None:
         assumptions.append(
             f"priced at stage {op.stage} of the sweep: {op.rule}; "
@@ -487,19 +494,21 @@ def _efficiency(run: RunInfo, priced: RunSummary, cat: Catalog, gpu: str | None,
     return eff.as_estimate(rate_source) if rate_source.startswith("estimate") else eff
 
 
-def _operating_point_dict(op: OperatingPoint, inputs: CostInputs, summary: RunSummary) -> dict[str, Any]:
+def _operating_point_doc(op: OperatingPoint, inputs: CostInputs, summary: RunSummary) -> OperatingPointDoc:
     """The stage priced, the rule, and what each stage of the sweep would cost per headline unit under
     the same hourly cost (same power: telemetry is not split by stage)."""
-    p = money_prefix(inputs.profile.currency)
     head = inputs.headline
-    key = summary.rate_key(head)
-    price_key = inputs.unit(head).price_key(p)
-    rows: list[dict[str, Any]] = []
+    info = inputs.unit(head)
+    rows = []
     for st in op.stages:
-        rate = st.get(key)
         price = None
-        if isinstance(rate, int | float) and rate > 0:
-            factor = float(rate) / inputs.headline_rate
+        if st.rate is not None and st.rate > 0:
+            factor = st.rate / inputs.headline_rate
             price = evaluate(inputs.scaled(factor)).cost_per()
-        rows.append({**st, price_key: price})
-    return {"stage": op.stage, "rule": op.rule, "stages": rows}
+        rows.append(StageRow(
+            stage=st.stage, params=st.params,
+            rate=UnitRate(unit=head, key=summary.rate_key(head), value=st.rate),
+            slo_met_ratio=st.slo_met_ratio, num_ok=st.num_ok, price=UnitPrice.of(head, info, price),
+            currency=inputs.profile.currency,
+        ))
+    return OperatingPointDoc(stage=op.stage, rule=op.rule, stages=rows)

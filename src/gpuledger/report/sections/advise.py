@@ -137,9 +137,9 @@ def short_why(row: Row) -> str:
 def criteria_table(advice: Advice) -> Table:
     rows = []
     for e in advice.effects:
-        d = e.to_dict()
+        d = e.document()
         moved = "; ".join(f"{n}: {_r(b)} → {_r(a)}" for n, b, a in e.moved) or "order unchanged"
-        rows.append((d["question"], e.answer, e.effect, moved, d["essay"]))
+        rows.append((d.question, e.answer, e.effect, moved, d.essay))
     return Table(
         key="advice-criteria",
         title="The essay's criteria (§7.1, §7.2): your answers and how each moved the ranking",
