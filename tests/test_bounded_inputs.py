@@ -101,3 +101,11 @@ def test_a_fifo_nobody_writes_to_reads_as_empty(tmp_path: Path) -> None:
     fifo = tmp_path / "f.fifo"
     os.mkfifo(fifo)
     assert read_file(fifo, 10) == b""
+
+
+def test_a_directory_is_an_error_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(IsADirectoryError) as err:
+        read_file(tmp_path, 10)
+    assert err.value.filename == str(tmp_path)
+    done = _cli("lock", "--check", str(tmp_path))
+    _one_line(done, 4, f"cannot read lock file {tmp_path}: [Errno 21] Is a directory: '{tmp_path}'")

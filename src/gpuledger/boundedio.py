@@ -84,18 +84,31 @@ def _open(path: Path | str) -> BinaryIO:
     try:
         os.set_blocking(fd, True)
         return io.FileIO(fd, "rb", closefd=True)
+    except OSError as exc:  # a directory: FileIO refuses it, naming the descriptor
+        os.close(fd)
+        raise _named(exc, path) from None
     except BaseException:
         os.close(fd)
         raise
+
+
+def _named(exc: OSError, path: Path | str) -> OSError:
+    """``exc`` naming ``path`` (a read through a file descriptor names the descriptor's number)."""
+    if isinstance(exc.filename, str):
+        return exc
+    return type(exc)(exc.errno, exc.strerror, str(path))
 
 
 def read_file(path: Path | str, limit: int, *, what: str | None = None, hint: str | None = None,
               text: bool = False) -> bytes:
     """The bytes of the file at ``path`` (regular, FIFO, device, ``/dev/stdin``), at most ``limit``;
     :class:`TooLarge` beyond (``text``: a NUL byte refused). ``OSError`` from opening or reading reaches the
-    caller."""
+    caller (a directory: ``IsADirectoryError`` when it is read)."""
     with _open(path) as fh:
-        return read_stream(fh, limit, what=what or str(path), hint=hint, text=text)
+        try:
+            return read_stream(fh, limit, what=what or str(path), hint=hint, text=text)
+        except OSError as exc:
+            raise _named(exc, path) from None
 
 
 def read_text(path: Path | str, limit: int, *, what: str | None = None, hint: str | None = None,
@@ -136,7 +149,10 @@ def iter_lines(path: Path | str, limit: int, *, max_line: int, what: str | None 
         pend: list[bytes] = []
         pend_len = 0
         while True:
-            chunk = fh.read(min(CHUNK_BYTES, limit + 1 - total))
+            try:
+                chunk = fh.read(min(CHUNK_BYTES, limit + 1 - total))
+            except OSError as exc:
+                raise _named(exc, path) from None
             if not chunk:
                 break
             total += len(chunk)
