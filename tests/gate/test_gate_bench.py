@@ -93,8 +93,8 @@ def test_overlapping_noisy_groups_are_not_distinguishable(paced: Serve, bench: R
     verdict = gate(base["group"], cand["group"])  # exit 0: nothing regressed distinguishably
 
     tpot = judged(verdict)["tpot_p50"]
-    assert tpot["status"] == "not_distinguishable"
-    assert tpot["change"]["worse_by"] > 0.10 and tpot["change"]["distinguishable"] is False
+    assert tpot["status"] == "not_distinguishable", tpot
+    assert tpot["change"]["worse_by"] > 0.10 and tpot["change"]["distinguishable"] is False, tpot
     assert tpot["change"]["low"] < 0 < tpot["change"]["high"]
     assert tpot["baseline"]["n_runs"] == 3 and tpot["candidate"]["n_runs"] == 3
     assert "Welch's t over the runs (n = 3 and 3)" in tpot["change"]["method"]

@@ -226,6 +226,9 @@ def gate_cmd(
     from gpuledger.store import open_store
 
     thresholds = parse_thresholds(max_regression or [])
+    if "cost" in thresholds and profile is None:
+        raise UsageError("--max-regression cost=… needs --profile NAME: the cost per unit is judged under "
+                         "one profile for both sides")
     if run and candidate is not None:
         raise UsageError("--run makes the candidate: give BASELINE only")
     if not run and candidate is None:

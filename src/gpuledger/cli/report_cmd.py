@@ -1,4 +1,5 @@
-"""``gpuledger report RUN [RUN ...] [--html FILE] [--md FILE] [--profile RUN=P ...] [--db] [--json]``, and
+"""``gpuledger report RUN [RUN ...] [--html FILE] [--md FILE] [--profile RUN=P ...] [--db] [--json]``,
+``gpuledger report --trend LABEL [--model M] [--metric NAME]`` (a figure over time: report/trend.py), and
 ``gpuledger report --matrix ID [--html FILE] [--md FILE] [--json]`` (a benchmark matrix: report/matrix.py)."""
 
 from __future__ import annotations
@@ -66,6 +67,21 @@ def report(
                      "Pareto fronts (plotted with --html), the cheapest target per load level "
                      "(docs/matrix.md)."),
     ] = None,
+    trend: Annotated[
+        str | None,
+        typer.Option("--trend", metavar="LABEL", help="A figure over time across the stored runs with this "
+                     "label, each stack change (driver, CUDA/ROCm, torch, engine, server version) marked "
+                     "(docs/report.md)."),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", help="A trend of the runs of this model (alone, or with --trend LABEL)."),
+    ] = None,
+    metric: Annotated[
+        str,
+        typer.Option("--metric", help="The trend's figure: throughput, cost, energy, error_rate or a key "
+                     "figure (ttft_p99, tpot_p50, step_time_p50, ...)."),
+    ] = "throughput",
     db: DbOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -73,6 +89,14 @@ def report(
     from gpuledger.report import build_report, render_html, render_markdown, render_terminal
     from gpuledger.store import open_store
 
+    if trend is not None or model is not None:  # a figure over time (report/trend.py)
+        if runs or matrix is not None:
+            raise UsageError("--trend / --model select the runs themselves: give no run ids or --matrix with "
+                             "them")
+        _trend(db, trend, model, metric, parse_profiles(profile), html, md, json_out)
+        return
+    if metric != "throughput":
+        raise UsageError("--metric is the figure of a trend: give --trend LABEL or --model M with it")
     if matrix is not None:  # a benchmark matrix (report/matrix.py)
         if runs or profile:
             raise UsageError("--matrix reports a whole matrix, each cell priced at its target's profile: "
@@ -114,6 +138,49 @@ def report(
         sys.stdout.write(render_markdown(data))
     else:
         render_terminal(data, console)
+
+
+def _trend(db: str | None, label: str | None, model: str | None, metric: str, profiles: dict[str, str],
+           html: Path | None, md: str | None, json_out: bool) -> None:
+    """``report --trend LABEL`` / ``--model M``: the runs selected, oldest first, with each stack change."""
+    from gpuledger.catalog import load_catalog
+    from gpuledger.cost import cost_of_run, default_profile_for, load_profile
+    from gpuledger.report import render_html, render_markdown, render_terminal
+    from gpuledger.report.trend import build_trend, trend_report
+    from gpuledger.store import open_store
+
+    if set(profiles) - {"*"}:
+        raise UsageError("a trend prices every run under one --profile PROFILE (no RUN=PROFILE)")
+    if md == "-" and json_out:
+        raise UsageError("--md - and --json both want stdout; write the Markdown to a file")
+    for target in (html, Path(md) if md is not None and md != "-" else None):
+        if target is not None:
+            check_target(target)
+    catalog = load_catalog()
+    prof = load_profile(profiles["*"], catalog) if "*" in profiles else None
+    store = open_store(db)
+    try:
+        runs = [r for r in store.list_runs(label=label) if model is None or r.model == model]
+        data = build_trend(
+            runs, metric=metric, label=label, model=model, profile=prof.name if prof else None,
+            price=lambda r: cost_of_run(r, prof or default_profile_for(r, catalog), catalog=catalog),
+        )
+    finally:
+        store.close()
+    report = trend_report(data)
+    if html is not None:
+        size = write_output(html, render_html(report))
+        err_console.print(f"wrote {html} ({size / 1e6:.1f} MB, self-contained)", markup=False,
+                          highlight=False)
+    if md is not None and md != "-":
+        write_output(Path(md), render_markdown(report))
+        err_console.print(f"wrote {md}", markup=False, highlight=False)
+    if json_out:
+        print_json(data.model_dump(mode="json"))
+    elif md == "-":
+        sys.stdout.write(render_markdown(report))
+    else:
+        render_terminal(report, console)
 
 
 def read_matrix(db: str | None, matrix_id: str) -> MatrixReport:

@@ -21,6 +21,7 @@ What a metric is judged on (each run's figure through the generic summary API an
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -246,8 +247,8 @@ def _energy(side: Side) -> Figure:
         energy = c.energy
         if energy.joules is None:
             return energy.reason or "energy not measured"
-        if energy.estimate:
-            return f"energy is an estimate, not measured ({energy.method})"
+        if not energy.measured:
+            return f"energy is {energy.how()}, not measured here ({energy.method})"
         value = energy.per(head)
         return value if value is not None else f"no {key}"
 
@@ -336,6 +337,18 @@ def _side_figure(fig: Figure) -> SideFigure:
     )
 
 
+_RUN_PREFIX = re.compile(r"^run \S+: ")
+
+
+def _missing_why(a: Figure, b: Figure) -> str:
+    """Why a metric cannot be judged: each side's reason, or the one both sides share, once."""
+    missing = [(side, f.reason or "no figure") for side, f in (("baseline", a), ("candidate", b))
+               if f.estimate is None]
+    if len(missing) == 2 and _RUN_PREFIX.sub("", missing[0][1]) == _RUN_PREFIX.sub("", missing[1][1]):
+        return f"both sides: {_RUN_PREFIX.sub('', missing[0][1])}"
+    return "; ".join(f"{side}: {why}" for side, why in missing)
+
+
 def judge_metric(metric: MetricDef, threshold: Threshold, a: Figure, b: Figure) -> MetricJudgement:
     """One metric judged (the module docstring's rule)."""
     base = dict(
@@ -349,10 +362,7 @@ def judge_metric(metric: MetricDef, threshold: Threshold, a: Figure, b: Figure) 
     )
     ea, eb = a.estimate, b.estimate
     if ea is None or eb is None:
-        reasons = [
-            f"{side}: {f.reason}" for side, f in (("baseline", a), ("candidate", b)) if f.estimate is None
-        ]
-        return MetricJudgement(status="not_available", why="; ".join(reasons), **base)
+        return MetricJudgement(status="not_available", why=_missing_why(a, b), **base)
     reciprocal = metric.key == "cost"
     points = threshold.kind == "points"
     if not points and (ea.value <= 0 or eb.value <= 0):
@@ -485,7 +495,8 @@ def judge(
         r.summary is not None and r.summary.stage_summaries()
         for r in [*baseline.runs.runs, *candidate.runs.runs]
     ):
-        notes.append("a sweep is judged over its whole window (every stage together)")
+        notes.append("a sweep is judged over its whole window (every stage together), its cost at the stage "
+                     "cost prices it at (its operating point)")
     if not like.same and allow_different:
         notes.append(
             "the runs are not like for like (--allow-different): the differences are listed, the "

@@ -251,8 +251,8 @@ def render_junit(verdict: GateVerdict) -> str:
     props = ET.SubElement(suite, "properties")
     for name, value in (
         ("verdict", STATUS_TEXT[verdict.status]),
-        ("baseline", ", ".join(verdict.baseline.runs)),
-        ("candidate", ", ".join(verdict.candidate.runs)),
+        ("baseline", f"{side_text(verdict.baseline)} ({', '.join(verdict.baseline.runs)})"),
+        ("candidate", f"{side_text(verdict.candidate)} ({', '.join(verdict.candidate.runs)})"),
         ("stack", "; ".join(stack_lines(verdict))),
     ):
         ET.SubElement(props, "property", {"name": name, "value": _xml(value)})
