@@ -53,6 +53,7 @@ from gpuledger.errors import GpuledgerError, InvalidInputError, NotFoundError
 from gpuledger.kinds.text.options import server_spec
 from gpuledger.kinds.text.spec import ServerSpec
 from gpuledger.records.spec import FILE_DATASETS
+from gpuledger.records.specbase import SecretUrl
 from gpuledger.store.matrix import MAX_KEY_CHARS
 from gpuledger.telemetry.remote import check_remote_urls
 from gpuledger.urls import redact_url
@@ -107,12 +108,12 @@ class Target(BaseModel):
     model_config = _STRICT
 
     name: str | None = None
-    base_url: str
+    base_url: SecretUrl  # whole here (the cells use it), redacted in every dump: the stored plan, the digest
     engine: str = "openai"
     model: str
     endpoint: str | None = None
     api_key_env: str | None = None
-    telemetry_from: list[str] = Field(default_factory=list)
+    telemetry_from: list[SecretUrl] = Field(default_factory=list)
     resources: dict[str, float] = Field(default_factory=dict)
     labels: dict[str, str] = Field(default_factory=dict)
     profile: str | None = None
@@ -418,7 +419,8 @@ def parse_plan(doc: Mapping[str, Any], where: str, base_dir: Path) -> LoadedPlan
 
 
 def plan_document(plan: MatrixPlan) -> dict[str, Any]:
-    """The plan as the store keeps it (the backend sections only when given)."""
+    """The plan as the store keeps it (the backend sections only when given), every URL redacted (a
+    target's ``base_url`` and ``telemetry_from``: ``SecretUrl``)."""
     doc = plan.model_dump(mode="json")
     for section in BACKEND_SECTIONS:
         if doc.get(section) is None:
@@ -427,7 +429,8 @@ def plan_document(plan: MatrixPlan) -> dict[str, Any]:
 
 
 def plan_digest(plan: MatrixPlan) -> str:
-    """What ``--resume`` compares: the plan's cells, settings and repeats, not where they run."""
+    """What ``--resume`` compares: the plan's cells, settings and repeats, not where they run (its URLs
+    redacted: no digest of a password is stored, and a changed password is the same plan)."""
     doc = plan.model_dump(mode="json", exclude=set(BACKEND_SECTIONS))
     canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"))
     return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()

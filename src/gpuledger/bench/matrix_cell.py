@@ -16,10 +16,11 @@ group: ``cost GROUP``), and records how it ended (``finish_cell``):
 Anything else (a bug) is recorded as ``failed`` with its type and message, then raised.
 
 Secrets stay out of what a task carries when it crosses to another process through a file (a Slurm
-task's pickle, a Kubernetes ConfigMap): the store URL and a target URL are carried redacted, and
-``db_env`` / ``url_env`` name the environment variables that hold them where the cell runs (sbatch exports
-the submitting environment; a pod has them from its Secret). ``from_environment`` puts them back, each
-checked to be the URL the task names (the same URL with its secrets).
+task's pickle, a Kubernetes ConfigMap): the store URL, a target URL and its telemetry URLs are carried
+redacted, and ``db_env`` / ``url_env`` / ``telemetry_env`` name the environment variables that hold them
+where the cell runs (sbatch exports the submitting environment; a pod has them from its Secret; the
+telemetry URLs one per line). ``from_environment`` puts them back, each checked to be the URL the task
+names (the same URL with its secrets).
 """
 
 from __future__ import annotations
@@ -48,11 +49,21 @@ MATRIX_KEY = "matrix"
 REPEAT_KEY = "repeat"  # the same workload key as bench --repeat's groups (cost.groups.REPEAT_KEY)
 DB_ENV = "GPULEDGER_MATRIX_DB"
 URL_ENV_PREFIX = "GPULEDGER_MATRIX_URL_"
+TELEMETRY_ENV_PREFIX = "GPULEDGER_MATRIX_TELEMETRY_"
+
+
+def _env_suffix(target: str) -> str:
+    return (re.sub(r"[^A-Z0-9]+", "_", target.upper()).strip("_") or "TARGET")[:64]
 
 
 def url_env_name(target: str) -> str:
     """The variable that holds a target's base URL, secrets included, where its cells run."""
-    return URL_ENV_PREFIX + (re.sub(r"[^A-Z0-9]+", "_", target.upper()).strip("_") or "TARGET")[:64]
+    return URL_ENV_PREFIX + _env_suffix(target)
+
+
+def telemetry_env_name(target: str) -> str:
+    """The variable that holds a target's ``telemetry_from`` URLs, secrets included, one per line."""
+    return TELEMETRY_ENV_PREFIX + _env_suffix(target)
 
 
 def has_secret(url: str) -> bool:
@@ -76,12 +87,14 @@ class CellTask:
     workers: int = 1
     db_env: str | None = None
     url_env: str | None = None
+    telemetry_env: str | None = None
 
 
 def from_environment(task: CellTask, env: Mapping[str, str] | None = None) -> CellTask:
-    """``task`` with the store URL and its target's base URL taken from ``db_env`` / ``url_env`` when the
-    environment has them (each must be the URL the task carries, secrets aside); a task carrying a
-    redacted URL whose variable is not set cannot run: ``StoreError`` / ``InvalidInputError`` saying so."""
+    """``task`` with the store URL, its target's base URL and telemetry URLs taken from ``db_env`` /
+    ``url_env`` / ``telemetry_env`` when the environment has them (each must be the URL the task carries,
+    secrets aside); a task carrying a redacted URL whose variable is not set cannot run: ``StoreError`` /
+    ``InvalidInputError`` saying so."""
     env = os.environ if env is None else env
     db, spec = task.db, task.spec
     if task.db_env is not None:
@@ -103,7 +116,17 @@ def from_environment(task: CellTask, env: Mapping[str, str] | None = None) -> Ce
                                     f"is not set here ({base})")
         if given:
             spec = {**spec, "base_url": given}
-    return dataclasses.replace(task, db=db, spec=spec)
+    telemetry = task.telemetry_from
+    if task.telemetry_env is not None and telemetry:
+        urls = tuple(u.strip() for u in env.get(task.telemetry_env, "").splitlines() if u.strip())
+        if urls and tuple(redact_url(u) for u in urls) != telemetry:
+            raise InvalidInputError(f"${task.telemetry_env} names other exporters than the cell's "
+                                    f"({', '.join(telemetry)})")
+        if not urls and any(REDACTED in u for u in telemetry):
+            raise InvalidInputError(f"the telemetry URLs' credentials did not reach this cell: "
+                                    f"${task.telemetry_env} is not set here ({', '.join(telemetry)})")
+        telemetry = urls or telemetry
+    return dataclasses.replace(task, db=db, spec=spec, telemetry_from=telemetry)
 
 
 def outcome(task: CellTask, status: str, *, run_id: str | None = None, reason: str | None = None,

@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from pydantic.alias_generators import to_camel
 
 from gpuledger.bench.matrix import LoadedPlan, MatrixPlan, Target, parse_plan
-from gpuledger.bench.matrix_cell import has_secret, url_env_name
+from gpuledger.bench.matrix_cell import has_secret, telemetry_env_name, url_env_name
 from gpuledger.bench.matrix_run import plan_runs
 from gpuledger.bench.matrix_sections import GPU_RESOURCE, KubernetesSection, KubernetesTarget
 from gpuledger.errors import InvalidInputError
@@ -271,6 +271,8 @@ def _secret_keys(plan: MatrixPlan) -> list[str]:
             keys.append(target.api_key_env)
         if has_secret(target.base_url):
             keys.append(url_env_name(target.key_name))
+        if any(has_secret(u) for u in target.telemetry_from):
+            keys.append(telemetry_env_name(target.key_name))
     return list(dict.fromkeys(keys))
 
 

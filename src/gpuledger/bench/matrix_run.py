@@ -36,7 +36,15 @@ from pydantic import BaseModel, ConfigDict
 
 from gpuledger.bench import cluster
 from gpuledger.bench.matrix import Cell, LoadedPlan, group_id
-from gpuledger.bench.matrix_cell import DB_ENV, CellTask, execute_cell, has_secret, outcome, url_env_name
+from gpuledger.bench.matrix_cell import (
+    DB_ENV,
+    CellTask,
+    execute_cell,
+    has_secret,
+    outcome,
+    telemetry_env_name,
+    url_env_name,
+)
 from gpuledger.bench.runner import Fingerprint
 from gpuledger.errors import Interrupted, MissingDependencyError, UsageError
 from gpuledger.records.spec import dump_spec
@@ -169,25 +177,28 @@ def cell_task(loaded: LoadedPlan, matrix_id: str, db: str, cell: Cell, repeat: i
     """The task of a cell at one repeat. ``secrets_from_env``: it crosses to another process through a
     file (Slurm, Kubernetes), so it carries the store URL redacted and names the variables that hold the
     store's and the server's secrets where it runs (``matrix_cell.from_environment``)."""
-    # In memory (Ray, this process) the spec keeps its URL's credentials, like the store's URL; through a
-    # file its URL is redacted and the cell takes it from url_env where it runs.
+    # In memory (Ray, this process) the spec keeps its URLs' credentials, like the store's URL; through a
+    # file they are redacted and the cell takes them from url_env / telemetry_env where it runs.
     spec = dump_spec(cell.spec(label=f"{matrix_id} {cell.key}"), keep_secrets=not secrets_from_env)
     task = CellTask(db, matrix_id, cell.key, repeat, loaded.repeat, group_id(matrix_id, cell.key), spec,
                     tuple(cell.target.telemetry_from), cell.workers)
     if secrets_from_env:
+        name = cell.target.key_name
         task = CellTask(redact_url(db), matrix_id, cell.key, repeat, loaded.repeat, task.group, spec,
-                        task.telemetry_from, task.workers, db_env=DB_ENV,
-                        url_env=url_env_name(cell.target.key_name))
+                        tuple(redact_url(u) for u in task.telemetry_from), task.workers, db_env=DB_ENV,
+                        url_env=url_env_name(name), telemetry_env=telemetry_env_name(name))
     return task
 
 
 def secret_environment(loaded: LoadedPlan, db: str) -> dict[str, str]:
     """The variables that carry the secrets ``cell_task(secrets_from_env=True)`` leaves out: the store's
-    URL and each target's base URL, where they have any."""
+    URL, each target's base URL and its telemetry URLs (one per line), where they have any."""
     out = {DB_ENV: db} if has_secret(db) else {}
     for target in loaded.plan.targets:
         if has_secret(target.base_url):
             out[url_env_name(target.key_name)] = target.base_url
+        if any(has_secret(u) for u in target.telemetry_from):
+            out[telemetry_env_name(target.key_name)] = "\n".join(target.telemetry_from)
     return out
 
 
@@ -385,7 +396,8 @@ def run_index(
     cell, repeat = runs[index]
     # The plan a pod reads has its target URLs redacted: their credentials come from the environment.
     task = dataclasses.replace(cell_task(loaded, matrix_id, db, cell, repeat),
-                               url_env=url_env_name(cell.target.key_name))
+                               url_env=url_env_name(cell.target.key_name),
+                               telemetry_env=telemetry_env_name(cell.target.key_name))
     done = sum(1 for c in store.matrix_cells(matrix_id) if c.status == "complete")
     result = MatrixRun(matrix_id, "in this process (one run of the matrix)", not created,
                        len(loaded.cells) * loaded.repeat, already_complete=done)
