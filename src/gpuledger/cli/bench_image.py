@@ -1,6 +1,6 @@
-"""``gpuledger bench --task image``: the human summary of an image run (the JSON is the stored run, like every
-run's); which engine a task runs and which flags it takes are the task registry's (``bench/tasks.py``).
-docs/image.md has the definitions."""
+"""``gpuledger bench --task image``: an image run's own figures on the terminal, after the answer block every
+run opens with (``cli/bench_render.py``; the JSON is the stored run, like every run's): the rate and seconds
+per image, the time of each stage per request, what failed. docs/image.md has the definitions."""
 
 from __future__ import annotations
 
@@ -15,23 +15,25 @@ from gpuledger.kinds.image.summary import ImageSummary
 
 if TYPE_CHECKING:
     from gpuledger.records import RunInfo
+    from gpuledger.report.layout import Notes
 
 
 def _n(value: float | None, fmt: str = ".3f", unit: str = "") -> str:
     return "n/a" if value is None else f"{value:{fmt}}{unit}"
 
 
-def render_image_run(info: RunInfo) -> None:
-    """The answer first (images per minute, seconds per image, steps/s), then per stage, then what went
+def render_image_run(info: RunInfo, notes: Notes) -> None:
+    """After the answer: images per minute, seconds per image, steps/s, then per stage, then what went
     wrong, the run id last."""
     s = info.summary
     if not isinstance(s, ImageSummary):
         raise UsageError(f"run {info.id} is not an image run")
     spi = s.seconds_per_image
     console.print(
-        f"[bold]run {escape(info.id)}[/bold]: {_n(s.images_per_min, '.2f')} images/min, "
+        f"  {_n(s.images_per_min, '.2f')} images/min, "
         f"{_n(spi.p50)} s/image p50 ({_n(spi.p90)} p90, {_n(spi.p99)} p99)"
-        + (f", {_n(s.denoise_steps_per_s, '.2f')} denoising steps/s" if s.steps_total else "")
+        + (f", {_n(s.denoise_steps_per_s, '.2f')} denoising steps/s" if s.steps_total else ""),
+        highlight=False,
     )
     console.print(
         f"  {info.status}  engine={escape(info.engine)}  model={escape(info.model)}  "
@@ -70,7 +72,7 @@ def render_image_run(info: RunInfo) -> None:
     for kind, n in (s.errors or {}).items():
         console.print(f"  [red]failed:[/red] {n} × {escape(kind)}", highlight=False)
     for note in [*s.fidelity_notes(), *info.server.get("warnings", []), *info.client.get("warnings", [])][:8]:
-        console.print(f"  [yellow]note:[/yellow] {escape(str(note))}", highlight=False)
+        console.print(f"  [yellow]note:[/yellow] {escape(notes.shorten(str(note)))}", highlight=False)
     if s.aborted:
         console.print(f"  [red]stopped:[/red] {escape(s.aborted)}", highlight=False)
     if s.interrupted:
@@ -79,4 +81,5 @@ def render_image_run(info: RunInfo) -> None:
             f"{s.interrupted.finished_requests} finished requests kept",
             highlight=False,
         )
+    notes.print(console)
     console.print(f"run id: [bold]{escape(info.id)}[/bold]")

@@ -1,6 +1,8 @@
-"""The human summary of a bench run on the terminal (``gpuledger bench``, ``gpuledger show``): the answer
-first, then each stage of a sweep, the throughput and latency tables, and what the server and the telemetry
-said; an image or training run has its own (``bench_image``, ``bench_train``)."""
+"""The human summary of a bench run on the terminal (``gpuledger bench``): the answer first — the same block
+``gpuledger show`` opens with (``report.headline.measured_answer``, printed by
+``report.terminal.print_answer``) for every kind of run — then each stage of a sweep, the throughput and
+latency tables, and what the server and the telemetry said; an image or training run has its own figures
+after the answer (``bench_image``, ``bench_train``)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from gpuledger.records import dump_summary
 
 if TYPE_CHECKING:
     from gpuledger.records import RunInfo
+    from gpuledger.report.layout import Notes
 
 
 def _num(v: Any, fmt: str = ".1f", unit: str = "") -> str:
@@ -46,16 +49,16 @@ def render_run(info: RunInfo) -> None:
     from gpuledger.report.layout import Notes, paragraph, print_grid, print_table
     from gpuledger.report.terminal import grid_of, print_answer
 
+    notes = Notes()
+    print_answer(measured_answer(info, f"run {info.id}"), console, notes)
     own = _own_renderer(info.summary.kind if info.summary is not None else "")
-    if own is not None:  # a kind of run with its own summary (image generation, training)
-        own(info)
+    if own is not None:  # a kind of run with its own figures (image generation, training)
+        own(info, notes)
         return
 
-    notes = Notes()
     s = dump_summary(info.summary)
     srv = info.server
     who = srv.get("kind", "unknown") + (f" {srv['version']}" if srv.get("version") else "")
-    print_answer(measured_answer(info, f"run {info.id}"), console, notes)
     paragraph(
         console,
         f"  {info.status}  engine={info.engine}  server={who}  model={info.model}"
@@ -181,8 +184,9 @@ def render_run(info: RunInfo) -> None:
     console.print(Text("run id: ") + Text(info.id, style="bold"))
 
 
-def _own_renderer(kind: str) -> Callable[[RunInfo], None] | None:
-    """The human summary of a kind of run that has its own (its task's module), else None."""
+def _own_renderer(kind: str) -> Callable[[RunInfo, Notes], None] | None:
+    """The figures of a kind of run that has its own, printed after the answer (its task's module), else
+    None. The kinds' report facets hold their report sections; these are the terminal's tables."""
     if kind == "image_generation":
         from gpuledger.cli.bench_image import render_image_run
 

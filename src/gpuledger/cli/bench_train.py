@@ -1,6 +1,7 @@
-"""``gpuledger bench --task train``: the human summary of a training run (the JSON is the stored run, like
-every run's), and what the other ranks of a data-parallel run do (``follow``: the steps rank 0 names, nothing
-stored, nothing printed on stdout). docs/train.md has the definitions."""
+"""``gpuledger bench --task train``: a training run's own figures on the terminal, after the answer block
+every run opens with (``cli/bench_render.py``; the JSON is the stored run, like every run's), and what the
+other ranks of a data-parallel run do (``follow``: the steps rank 0 names, nothing stored, nothing printed on
+stdout). docs/train.md has the definitions."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from gpuledger.kinds.train.summary import TrainingSummary
 if TYPE_CHECKING:
     from gpuledger.records import RunInfo
     from gpuledger.records.itemstats import Latency
+    from gpuledger.report.layout import Notes
 
 CURVE_ROWS = 12  # loss curve lines shown on the terminal (the report plots every stored point)
 
@@ -55,19 +57,15 @@ def energy_per_token(info: RunInfo, tokens: int) -> tuple[float | None, str]:
     )
 
 
-def render_train_run(info: RunInfo) -> None:
-    """The answer first (training tok/s, step time, loss, MFU), then the phases of a step, the loss curve,
-    memory, energy and what went wrong; the run id last."""
-    from gpuledger.report.headline import measured_answer
-    from gpuledger.report.layout import Notes, paragraph, print_table
-    from gpuledger.report.terminal import print_answer
+def render_train_run(info: RunInfo, notes: Notes) -> None:
+    """After the answer (training tok/s, step time, loss, MFU): the phases of a step, the loss curve, memory,
+    energy and what went wrong; the run id last."""
+    from gpuledger.report.layout import paragraph, print_table
 
     s = info.summary
     if not isinstance(s, TrainingSummary):
         raise UsageError(f"run {info.id} is not a training run")
-    notes = Notes()
     spec = info.config
-    print_answer(measured_answer(info, f"run {info.id}"), console, notes)
     paragraph(
         console,
         f"  {info.status}  engine={info.engine}  {s.workload_text()}"
