@@ -17,7 +17,8 @@ from exporter_replay import CAPTURE, ReplayedDcgmExporter
 from gpuledger.errors import UsageError
 from gpuledger.telemetry import BackgroundSampler, SourceError, close_sources, open_sources
 from gpuledger.telemetry.expo import parse_exposition
-from gpuledger.telemetry.remote import check_remote_urls, parse_remote_url
+from gpuledger.telemetry.remote import parse_remote_url
+from gpuledger.telemetry.remotes import check_remote_urls
 
 EXPORTERS = Path(__file__).resolve().parents[1] / "fixtures" / "captures" / "exporters"
 MIB = 1024 * 1024

@@ -55,7 +55,7 @@ from gpuledger.kinds.text.spec import ServerSpec
 from gpuledger.records.spec import FILE_DATASETS
 from gpuledger.records.specbase import SecretUrl
 from gpuledger.store.matrix import MAX_KEY_CHARS
-from gpuledger.telemetry.remote import check_remote_urls
+from gpuledger.telemetry.remotes import check_remote_urls
 from gpuledger.urls import redact_url
 
 MAX_REPEAT = 1000

@@ -340,7 +340,7 @@ def bench(
         if show_progress:
             err_console.print(f"[dim]{escape(text)}[/dim]")
 
-    from gpuledger.telemetry.remote import check_remote_urls
+    from gpuledger.telemetry.remotes import check_remote_urls
 
     check_remote_urls(telemetry_from or ())  # a malformed URL is exit 2 before anything is opened
     hooks = Hooks(on_run_created=created, on_warning=warned, on_phase=phase,

@@ -18,7 +18,7 @@ from gpuledger.telemetry.base import METRIC_UNITS, DeviceInfo, Reading, SourceEr
 from gpuledger.telemetry.cpu import PsutilSource
 from gpuledger.telemetry.nvml import NvmlSource
 from gpuledger.telemetry.rapl import RaplSource
-from gpuledger.telemetry.remote import open_remote_sources
+from gpuledger.telemetry.remotes import open_remote_sources
 from gpuledger.telemetry.sampler import BackgroundSampler, Sampler, WindowSummary
 from gpuledger.telemetry.smi_cli import (
     CLI_PROBE_TIMEOUT_S,

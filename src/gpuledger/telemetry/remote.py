@@ -29,7 +29,7 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from gpuledger.errors import UsageError
@@ -37,9 +37,6 @@ from gpuledger.telemetry.base import MAX_DEVICES, BaseSource, DeviceInfo, Readin
 from gpuledger.telemetry.expo import SERIES, VENDOR, ExpoDevice, Exposition, clean_host, parse_exposition
 from gpuledger.telemetry.http import DEFAULT_TIMEOUT_S, HttpClient
 from gpuledger.urls import parse_server_url, redact_url
-
-if TYPE_CHECKING:
-    from gpuledger.telemetry.promql import PrometheusRangeSource
 
 OPTION_KEYS = ("gpu", "uuid", "host", "interval", "timeout", "gap", "selector", "step", "wait")
 DEFAULT_INTERVAL_S = 1.0
@@ -166,17 +163,6 @@ def parse_remote_url(url: str) -> RemoteUrl:
         base = base.rstrip("/") + "/metrics"
     request = base + (f"?{urlencode(kept)}" if kept else "")
     return RemoteUrl(kind, request, shown, parsed.authorization, selection, interval, timeout, options, gap)
-
-
-def check_remote_urls(urls: Sequence[str]) -> None:
-    """Every ``--telemetry-from`` URL parsed and its options checked (UsageError, exit 2), without any
-    request: what the CLI does before it opens anything."""
-    from gpuledger.telemetry.promql import check_prometheus_options
-
-    for url in urls:
-        spec = parse_remote_url(url)
-        if spec.kind == "prometheus":
-            check_prometheus_options(spec)
 
 
 def source_name(label: str, display: str) -> str:
@@ -311,34 +297,6 @@ class ExpositionSource(RemoteSource):
                 known[dev.key] = info
             out.extend(Reading(now, info, metric, value, self.name) for metric, value in dev.values.items())
         return out
-
-
-def open_remote_sources(urls: Sequence[str], *, client: HttpClient | None = None, live: bool = False
-                        ) -> list[ExpositionSource | PrometheusRangeSource]:
-    """One source per ``--telemetry-from`` URL, each checked now: a malformed URL is a UsageError (exit 2),
-    an endpoint that cannot be read or serves no GPU series a SourceError (exit 8) — before the run.
-    ``live`` (the monitor): exposition endpoints only, and a failed read raises."""
-    from gpuledger.telemetry.promql import PrometheusRangeSource
-
-    specs = [parse_remote_url(u) for u in urls]
-    opened: list[ExpositionSource | PrometheusRangeSource] = []
-    try:
-        for spec in specs:
-            if live and spec.kind == "prometheus":
-                raise UsageError(f"--telemetry-from {spec.display}: the monitor reads exporters live; a "
-                                 "Prometheus server is read after a bench run, not by the monitor",
-                                 hint="point the monitor at the exporter's /metrics")
-            if live:
-                opened.append(ExpositionSource(spec, client=client, strict=True))
-            elif spec.kind == "prometheus":
-                opened.append(PrometheusRangeSource(spec, client=client))
-            else:
-                opened.append(ExpositionSource(spec, client=client))
-    except BaseException:
-        for src in opened:
-            src.close()
-        raise
-    return opened
 
 
 def wall_offset() -> float:

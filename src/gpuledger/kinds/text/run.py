@@ -199,7 +199,7 @@ def check(options: RunOptions) -> None:
     (exit 7)."""
     from gpuledger.engines.torch.device import DEVICE_CHOICES
     from gpuledger.engines.torch.imports import torch_status
-    from gpuledger.telemetry.remote import check_remote_urls
+    from gpuledger.telemetry.remotes import check_remote_urls
 
     check_remote_urls(options.telemetry_from)
     if options.device not in DEVICE_CHOICES:
