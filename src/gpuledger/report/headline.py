@@ -12,16 +12,16 @@ sensitivity). For a comparison: the ratio first, with its decomposition.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from gpuledger.bench.validity import run_verdict
 from gpuledger.cost import Comparison, RunCost
 from gpuledger.cost.comparison.breakeven import CostSensitivity
 from gpuledger.cost.comparison.groups import compare_groups
 from gpuledger.cost.pricing.efficiency import run_efficiency
-from gpuledger.cost.pricing.model import money_prefix
 from gpuledger.cost.pricing.operating import operating_point
-from gpuledger.errors import GpuledgerError
+from gpuledger.cost.pricing.runcost import stored_cost
+from gpuledger.errors import GpuledgerError, InvalidInputError
 from gpuledger.quantity import percent
 from gpuledger.records import RequestRecord, RunInfo, RunSummary
 from gpuledger.records.run import NOISE_WARNINGS
@@ -236,18 +236,18 @@ def measured_answer(
 
 def saved_price(info: RunInfo, result: object) -> str | None:
     """The headline price of a saved ``cost --json`` document (``store.list_cost_evaluations``), in the
-    run's own unit: ``"0.986 USD per 1M output tokens"``; None when it has none."""
+    run's own unit: ``"0.986 USD per 1M output tokens"``; None when it has none — the run has no work, or
+    the document is not one this gpuledger reads (``cost.pricing.runcost.stored_cost``: another shape)."""
     summary = info.summary
-    if summary is None or not isinstance(result, dict) or not summary.headline():
+    if summary is None or not isinstance(result, Mapping) or not summary.headline():
         return None
-    currency = result.get("currency")
-    if not isinstance(currency, str) or not currency:
+    try:
+        doc = stored_cost(result, summary)
+    except InvalidInputError:
         return None
-    unit = summary.unit(summary.headline())
-    value = result.get(unit.price_key(money_prefix(currency)))
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        return None
-    return f"{_money(float(value), currency)} {unit.per_text()}"
+    head = summary.headline()
+    value = doc.price(head)
+    return None if value is None else f"{_money(value, doc.currency)} {summary.unit(head).per_text()}"
 
 
 def stage_table(info: RunInfo, priced: str | None = None) -> Table | None:

@@ -474,7 +474,7 @@ class CostDocument(Doc):
     power: Power
     hourly: Hourly
     throughput: Throughput
-    efficiency: EfficiencyDoc | None
+    efficiency: EfficiencyDoc | None = None  # None: not computable (stored before MBU/MFU: absent)
     prices: list[UnitPrice]
     yields: list[UnitYield]
     extras: list[SerializeAsAny[PricingExtras]] = []

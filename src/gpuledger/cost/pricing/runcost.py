@@ -9,9 +9,9 @@ registry (``records.kinds``) for the kind of the summary priced.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 from gpuledger.catalog import Catalog, load_catalog
 from gpuledger.cost.pricing.document import (
@@ -56,6 +56,21 @@ def _extras(summary: RunSummary) -> PricingExtra | None:
     facet = kind.facet("pricing") if kind is not None else None
     extra = getattr(facet, "cost_extras", None)
     return cast(PricingExtra, extra) if extra is not None else None
+
+
+def kind_extras(summary: RunSummary) -> tuple[type[PricingExtras], ...]:
+    """What the summary's kind adds to a cost document (its ``pricing`` facet's ``EXTRAS``), to read a stored
+    one back; () for a kind without."""
+    kind = kind_of_summary(summary.kind)
+    facet = kind.facet("pricing") if kind is not None else None
+    extras: tuple[type[PricingExtras], ...] = getattr(facet, "EXTRAS", ())
+    return extras
+
+
+def stored_cost(stored: Mapping[str, Any], summary: RunSummary) -> CostDocument:
+    """A saved cost evaluation (``store.save_cost_evaluation``, ``cost --json``) of a run with ``summary``,
+    read back as its document (``InvalidInputError`` when it is not one: another shape, another run's)."""
+    return CostDocument.read(stored, summary, kind_extras(summary))
 
 
 @dataclass(frozen=True, slots=True)
