@@ -166,7 +166,7 @@ def with_repricing(doc: dict[str, Any], found: list[Repricing]) -> dict[str, Any
     """``compare --json`` with its ``published_repricing`` section (when a pair has one)."""
     from gpuledger.cost.comparison.repricing import repricing_document
 
-    return {**doc, "published_repricing": repricing_document(found)} if found else doc
+    return {**doc, "published_repricing": repricing_document(found).model_dump(mode="json")} if found else doc
 
 
 def render_repricing(found: list[Repricing]) -> None:

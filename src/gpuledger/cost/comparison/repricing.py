@@ -19,9 +19,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import model_serializer
+
 from gpuledger.catalog import Catalog
 from gpuledger.cost.comparison.breakeven import ratio_of
 from gpuledger.cost.comparison.compare import Comparison, PairComparison
+from gpuledger.cost.pricing.document import Doc
 from gpuledger.cost.pricing.model import money_prefix
 from gpuledger.cost.pricing.presets import load_profile
 from gpuledger.cost.pricing.runcost import RunCost, cost_of_run
@@ -43,14 +46,16 @@ ORDER = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Step:
+class Step(Doc):
+    """One part of the pricing swapped for the user's: the ratio after it, and how much it moved it."""
+
     part: str
-    ratio: float  # A/B after this part is the user's
+    ratio: float  # A/B after this part is the user's (dumped as ``ratio_after``)
     factor: float  # ratio after ÷ ratio before
     what: str
 
-    def to_dict(self) -> dict[str, Any]:
+    @model_serializer(mode="plain")
+    def _dump(self) -> dict[str, Any]:
         return {"part": self.part, "ratio_after": self.ratio, "factor": self.factor, "what": self.what}
 
 
@@ -75,46 +80,93 @@ class Repricing:
     def change(self) -> float:
         return self.user_ratio / self.published_ratio
 
-    def to_dict(self) -> dict[str, Any]:
+    def document(self) -> RepricedPair:
         a, b = self.pair.a, self.pair.b
         sa, sb = a.summary, b.summary
         origin = sa.origin()
-        return {
-            "a": a.run.id,
-            "b": b.run.id,
-            "basis": self.pair.basis,
-            "published_by": origin.by if origin is not None else None,
-            "publisher_profiles": {"a": self.publisher_a.profile.name, "b": self.publisher_b.profile.name},
-            "published_ratio": self.published_ratio,
-            "published_ratio_meaning": f"A/B {self.pair.words()} per {self.publisher_a.currency} with the "
+        return RepricedPair(
+            a=a.run.id,
+            b=b.run.id,
+            basis=self.pair.basis,
+            published_by=origin.by if origin is not None else None,
+            publisher_profiles=Sides(a=self.publisher_a.profile.name, b=self.publisher_b.profile.name),
+            published_ratio=self.published_ratio,
+            published_ratio_meaning=f"A/B {self.pair.words()} per {self.publisher_a.currency} with the "
             "publisher's tiers, priced by gpuledger from the published rates",
-            "as_published_ratio": self.as_published_ratio,
-            "as_published_note": self.as_published_note,
-            "user_profiles": {"a": a.profile.name, "b": b.profile.name},
-            "user_ratio": self.user_ratio,
-            "change": self.change,
-            "change_meaning": "user ratio ÷ published ratio",
-            "steps": [s.to_dict() for s in self.steps],
-            "steps_note": self.steps_note,
-            "rates": {
-                "a": a.rate_source,
-                "b": b.rate_source,
-                "note": "the same published rates in both pricings: only the cost of an hour and its use "
-                "differ",
-            },
-            "published_cost": {
-                "a": _printed(sa), "b": _printed(sb),
-            },
-        }
+            as_published_ratio=self.as_published_ratio,
+            as_published_note=self.as_published_note,
+            user_profiles=Sides(a=a.profile.name, b=b.profile.name),
+            user_ratio=self.user_ratio,
+            change=self.change,
+            steps=self.steps,
+            steps_note=self.steps_note,
+            rates=Rates(a=a.rate_source, b=b.rate_source),
+            published_cost=PrintedCosts(a=_printed(sa), b=_printed(sb)),
+        )
 
 
-def _printed(summary: object) -> dict[str, float | None]:
+class Sides(Doc):
+    a: str
+    b: str
+
+
+class Rates(Doc):
+    a: str
+    b: str
+    note: str = "the same published rates in both pricings: only the cost of an hour and its use differ"
+
+
+class PrintedCost(Doc):
+    """The costs a publisher printed for its point (USD, as published), when it printed them."""
+
+    usd_per_1m_total_tokens: float | None
+    usd_per_1m_output_tokens: float | None
+
+
+class PrintedCosts(Doc):
+    a: PrintedCost | None
+    b: PrintedCost | None
+
+    @model_serializer(mode="plain")
+    def _dump(self) -> dict[str, Any]:
+        return {side: (p.model_dump() if p is not None else {}) for side, p in (("a", self.a), ("b", self.b))}
+
+
+class RepricedPair(Doc):
+    """One pair of published points priced with the publisher's tiers and with the user's profiles: both
+    ratios, the one the publisher printed, and the steps between them."""
+
+    a: str
+    b: str
+    basis: str
+    published_by: str | None
+    publisher_profiles: Sides
+    published_ratio: float
+    published_ratio_meaning: str
+    as_published_ratio: float | None
+    as_published_note: str
+    user_profiles: Sides
+    user_ratio: float
+    change: float
+    change_meaning: str = "user ratio ÷ published ratio"
+    steps: list[Step]
+    steps_note: str
+    rates: Rates
+    published_cost: PrintedCosts
+
+
+class RepricingDocument(Doc):
+    """The ``published_repricing`` section of ``compare --json``."""
+
+    meaning: str = "published points priced with their publisher's tiers and with the user's profiles"
+    pairs: list[RepricedPair]
+
+
+def _printed(summary: object) -> PrintedCost | None:
     if not isinstance(summary, PublishedSummary):
-        return {}
-    return {
-        "usd_per_1m_total_tokens": summary.published_usd_per_1m_total_tokens,
-        "usd_per_1m_output_tokens": summary.published_usd_per_1m_output_tokens,
-    }
+        return None
+    return PrintedCost(usd_per_1m_total_tokens=summary.published_usd_per_1m_total_tokens,
+                       usd_per_1m_output_tokens=summary.published_usd_per_1m_output_tokens)
 
 
 def _as_published(a: RunCost, b: RunCost, unit: str) -> tuple[float | None, str]:
@@ -179,7 +231,7 @@ def _steps(pair: PairComparison, pa: RunCost, pb: RunCost) -> tuple[list[Step], 
             what = (f"{part} {p}/h: A {_part(pa, keys):.4g} -> {_part(a, keys):.4g}, "
                     f"B {_part(pb, keys):.4g} -> {_part(b, keys):.4g}")
         if part != "other" or (new_hours, new_utils) != (hours, utils):
-            steps.append(Step(part, after, after / before, what))
+            steps.append(Step(part=part, ratio=after, factor=after / before, what=what))
         before, hours, utils = after, new_hours, new_utils
     return steps, ORDER
 
@@ -212,9 +264,6 @@ def reprice(comp: Comparison, catalog: Catalog | None = None) -> list[Repricing]
     return out
 
 
-def repricing_document(found: Sequence[Repricing]) -> dict[str, Any]:
+def repricing_document(found: Sequence[Repricing]) -> RepricingDocument:
     """The ``published_repricing`` section of ``compare --json``."""
-    return {
-        "meaning": "published points priced with their publisher's tiers and with the user's profiles",
-        "pairs": [r.to_dict() for r in found],
-    }
+    return RepricingDocument(pairs=[r.document() for r in found])
