@@ -20,12 +20,12 @@ from gpuledger.boundedio import MAX_DOCUMENT_BYTES, read_file_arg
 from gpuledger.cli.common import DbOpt, JsonOpt, console, err_console, print_json
 from gpuledger.cli.files import check_target, write_output
 from gpuledger.errors import InvalidInputError
-from gpuledger.quantity import Quantity
 from gpuledger.records import RequestRecord, RunInfo, dump_summary
 from gpuledger.records.validity import Verdict
 from gpuledger.urls import redact_url
 
 if TYPE_CHECKING:
+    from gpuledger.report.run_documents import QuantityDoc, WorkDoc
     from gpuledger.store import Store
 
 NA = "—"
@@ -74,63 +74,16 @@ def _finite(value: Any) -> float | None:
     return None
 
 
-def output_rate(run: RunInfo) -> Quantity:
-    """The run's output throughput from its summary, or why there is none."""
-    unit = f"{run.unit or 'token'}/s"
-    source = "bench summary"
-    if not run.summary:
-        reason = {
-            "running": "still running",
-            "incomplete": "run did not finish",
-            "failed": "run failed",
-        }.get(run.status, "no summary stored")
-        return Quantity.missing(unit, source, reason)
-    value = _finite(dump_summary(run.summary).get("output_tokens_per_s"))
-    origin = run.summary.origin()
-    if value is None:
-        return Quantity.missing(unit, origin.label if origin else source, "not in the summary")
-    if origin is not None:
-        return Quantity(value, unit, origin.label, "output tokens per second of all its GPUs together")
-    return Quantity(value, unit, source, "output tokens ÷ measured window")
-
-
-def headline_rate(run: RunInfo) -> Quantity:
-    """The rate of the run's headline unit (output tokens, images, training tokens, ...), or why there is
-    none: what `runs` lists for every kind of run."""
-    if run.summary is None:
-        return output_rate(run)
-    head = run.summary.headline()
-    if not head:
-        return Quantity.missing("units/s", "bench summary", "the summary records no work")
-    info = run.summary.unit(head)
-    rate = run.summary.rate(head)
-    origin = run.summary.origin()
-    source = origin.label if origin is not None else "bench summary"
-    if rate is None or not math.isfinite(rate):
-        return Quantity.missing(info.rate_text, source, "the window is empty")
-    return Quantity(rate, info.rate_text, source, f"{info.plural} ÷ measured window")
-
-
-def _rate_text(q: Quantity) -> str:
+def _rate_text(q: QuantityDoc) -> str:
     return f"{q.value:,.1f} {q.unit}" if q.value is not None else f"{NA} ({q.reason})"
 
 
-def run_listing(run: RunInfo) -> dict[str, Any]:
-    """One ``runs --json`` entry."""
-    return {
-        "id": run.id,
-        "created_at": _iso(run.created_at),
-        "label": run.label,
-        "engine": run.engine,
-        "model": run.model,
-        "status": run.status,
-        "num_requests": run.num_requests,
-        "unit": run.unit,
-        "duration_s": run.duration_s,
-        "finished_at": _iso(run.finished_at),
-        "output_tokens_per_s": output_rate(run),
-        "rate": headline_rate(run),
-    }
+def _work_text(work: list[WorkDoc]) -> str:
+    """The run's headline count in its unit: ``4 images``, ``12,800 output tokens``."""
+    if not work:
+        return NA
+    head = work[0]
+    return f"{_count(head.count):,} {head.plural}"
 
 
 def _open(db: str | None) -> Store:
@@ -155,13 +108,16 @@ def runs(
     db: DbOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """List stored runs, newest first: id, when, label, engine, model, status, requests, output rate."""
+    """List stored runs, newest first: id, when, label, engine, model, status, requests (steps), what each
+    made in its own unit (output tokens, images, training tokens) and its rate."""
+    from gpuledger.report.kinds import report_of
+    from gpuledger.report.run_documents import RunEntry, runs_document
+
     cutoff = parse_since(since)
     with _open(db) as store:
         found = store.list_runs(label=label, since=cutoff, limit=limit)
     if json_out:
-        bad = [{"id": u.id, "status": "unreadable", "error": u.reason} for u in found.unreadable]
-        print_json([run_listing(r) for r in found] + bad)
+        print_json(runs_document(found, [(u.id, u.reason) for u in found.unreadable]))
         return
     if not found and not found.unreadable:
         console.print("no runs" + (" matching the filters" if label or since else "") + f" in {store.url}",
@@ -171,28 +127,29 @@ def runs(
 
     colours = {"complete": "green", "running": "cyan", "incomplete": "yellow", "failed": "red"}
     title = f"runs in {store.url}"
-    rows: list[tuple[str | Text, ...]] = [
-        (
+    rows: list[tuple[str | Text, ...]] = []
+    for r in found:
+        entry = RunEntry.of(r)
+        rows.append((
             r.id, _local(r.created_at), Text(r.label), Text(r.engine), Text(r.model),
-            Text(r.status, style=colours.get(r.status, "")), f"{r.num_requests:,}",
-            _rate_text(headline_rate(r)),
-        )
-        for r in found
-    ]
+            Text(r.status, style=colours.get(r.status, "")), f"{r.num_requests:,} {report_of(r).items}",
+            _work_text(entry.work), _rate_text(entry.rate),
+        ))
     for u in found.unreadable:  # a corrupt row (store.list_runs): its id and why, the others as usual
-        rows.append((u.id, NA, Text(u.reason), "", "", Text("unreadable", style="red"), "", ""))
-    columns = ("id", "when", "label", "engine", "model", "status", "requests", "rate")
+        rows.append((u.id, NA, Text(u.reason), "", "", Text("unreadable", style="red"), "", "", ""))
+    columns = ("id", "when", "label", "engine", "model", "status", "items", "made", "rate")
     grid = Grid(title, columns, tuple(rows), compact=True)
     if fit(grid, console.width) is None:
         # A narrow terminal: each run on a few lines (id over label, model over engine, rate over unit).
         stacked = tuple(
             (
                 Text("\n").join((Text(_plain(r[0])), _text(r[2]))), r[1],
-                Text("\n").join((_text(r[4]), _text(r[3]))), r[5], r[6], _plain(r[7]).replace(" ", "\n", 1),
+                Text("\n").join((_text(r[4]), _text(r[3]))), r[5],
+                Text("\n").join((_text(r[6]), _text(r[7]))), _plain(r[8]).replace(" ", "\n", 1),
             )
             for r in rows
         )
-        grid = Grid(title, ("id / label", "when", "model / engine", "status", "requests", "output rate"),
+        grid = Grid(title, ("id / label", "when", "model / engine", "status", "items / made", "rate"),
                     stacked, compact=True)
     print_grid(console, grid)
 
@@ -242,42 +199,42 @@ def _header_rows(run: RunInfo, env_hash: str | None) -> list[tuple[str, str]]:
         ("duration", NA if run.duration_s is None else f"{run.duration_s:,.1f} s"),
         ("engine", run.engine or NA), ("model", run.model or NA),
         ("server URL", redact_url(run.base_url) if run.base_url else NA),
-        ("unit of work", run.unit), ("requests stored", f"{run.num_requests:,}"),
+        ("unit of work", run.unit), (f"{_items(run)} stored", f"{run.num_requests:,}"),
         ("environment hash", env_hash or NA),
     ]
     return rows
 
 
+def _items(run: RunInfo) -> str:
+    """What the run's items are (requests, steps): its kind's word."""
+    from gpuledger.report.kinds import report_of
+
+    return report_of(run).items
+
+
 def _summary_rows(run: RunInfo) -> list[tuple[str, str]]:
-    s = dump_summary(run.summary)
-    unit = run.unit or "token"
+    """The run's rate and counts in its own units (every unit its summary counted, headline first), its
+    window and its items ok / failed."""
+    from gpuledger.report.run_documents import QuantityDoc, headline_rate, work_of
+
     summary = run.summary
-    head = summary.unit(summary.headline()).plural if summary and summary.headline() else "output"
-    rows: list[tuple[str, str]] = [(f"{head} rate", _rate_text(headline_rate(run)))]
-    origin = run.summary.origin() if run.summary is not None else None
+    work = work_of(summary)
+    head = work[0].plural if work else "output"
+    rows: list[tuple[str, str]] = [(f"{head} rate", _rate_text(QuantityDoc.of(headline_rate(run))))]
+    if summary is None:
+        return rows
+    origin = summary.origin()
     if origin is not None:
         rows.insert(0, ("origin", origin.label))
-    for key, label, what in (
-        ("input_tokens_per_s", "input rate", f"{unit}/s"),
-        ("total_tokens_per_s", "total rate", f"{unit}/s"),
-        ("requests_per_s", "request rate", "req/s"),
-        ("goodput_requests_per_s", "goodput", "req/s"),
-        *(() if origin is not None else (("window_s", "measured window", "s"),)),
-    ):
-        value = _finite(s.get(key))
-        if value is not None:
-            rows.append((label, f"{value:,.2f} {what}"))
-    ok, failed, err = s.get("num_ok"), s.get("num_failed"), _finite(s.get("error_rate"))
-    if ok is not None or failed is not None:
-        text = f"{NA if ok is None else ok} / {NA if failed is None else failed}"
-        rows.append(("requests ok / failed", text + (f" (error rate {err:.1%})" if err is not None else "")))
-    for key, label in (("input_tokens_total", f"input {unit}s"), ("output_tokens_total", f"output {unit}s")):
-        value = s.get(key)
-        if isinstance(value, int):
-            rows.append((label, f"{value:,}"))
-    sources = s.get("token_source")
-    if isinstance(sources, dict) and sources:
-        rows.append(("token counts from", ", ".join(f"{k}: {v}" for k, v in sources.items())))
+    for w in work[1:]:
+        if w.per_s is not None:
+            rows.append((f"{w.plural} rate", f"{w.per_s:,.2f} {summary.unit(w.unit).rate_text}"))
+    if origin is None:
+        rows.append(("measured window", f"{summary.window_s:,.2f} s"))
+        err = summary.error_rate
+        rows.append((f"{_items(run)} ok / failed", f"{summary.num_ok} / {summary.num_failed}"
+                     + (f" (error rate {err:.1%})" if err is not None else "")))
+        rows.extend((w.plural, f"{_count(w.count):,}") for w in work)
     return rows
 
 
@@ -354,9 +311,8 @@ def show(
     db: DbOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Show one run: header, summary, latency, environment, telemetry, saved cost evaluations."""
-    from gpuledger.store.document import run_to_dict
-
+    """Show one run: header, summary (its rate and counts in its own units), latency, environment,
+    telemetry, saved cost evaluations."""
     with _open(db) as store:
         info = store.get_run(run)
         env_hash = store.env_hash(info.id)
@@ -366,13 +322,9 @@ def show(
         old = not json_out and info.summary is not None and info.summary.verdict is None
         records = store.get_requests(info.id) if old else None
     if json_out:
-        from gpuledger.cost.pricing.efficiency import run_efficiency
-        from gpuledger.cost.pricing.runview import energy_view
+        from gpuledger.report.run_documents import ShowDocument
 
-        print_json(run_to_dict(info) | {"env_hash": env_hash, "cost_evaluations": costs,
-                                        "output_tokens_per_s": output_rate(info),
-                                        "energy": energy_view(info),
-                                        "efficiency": run_efficiency(info).document().model_dump(mode="json")})
+        print_json(ShowDocument.of(info, env_hash, costs).model_dump(mode="json"))
         return
     from gpuledger.bench.validity import run_verdict
     from gpuledger.report.headline import measured_answer, saved_price, stage_table
