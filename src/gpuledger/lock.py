@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from gpuledger.boundeddoc import load_json
 from gpuledger.boundedio import read_text
 from gpuledger.errors import InvalidInputError, NotFoundError
 from gpuledger.facts import Facts, collect_facts, machine_name
@@ -174,10 +175,7 @@ def read_lock(path: Path) -> LockFile:
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidInputError(f"cannot read lock file {path}: {exc}") from exc
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidInputError(f"{path} is not JSON ({exc.msg} at line {exc.lineno})") from exc
+    doc = load_json(text, str(path))  # nesting bounded (boundeddoc): InvalidInputError "… is not JSON (…)"
     if not isinstance(doc, dict) or doc.get("format") != LOCK_FORMAT:
         raise InvalidInputError(f'{path} is not a gpuledger lock file (no "format": "{LOCK_FORMAT}")')
     version = doc.get("version")

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import platformdirs
-import yaml
 from pydantic import ValidationError
 
+from gpuledger.boundeddoc import yaml_mapping
+from gpuledger.boundedio import read_text
 from gpuledger.catalog.model import (
     BARE_SOURCE,
     FIGURE_UNITS,
@@ -32,6 +33,8 @@ from gpuledger.errors import InvalidInputError, NotFoundError
 
 CATALOG_ENV = "GPULEDGER_CATALOG"
 BUILTIN_NAME = "gpu_catalog.yaml"
+# A YAML file a user names (a catalog's overrides, a matrix plan): gpuledger's own are a few KB.
+MAX_YAML_FILE_BYTES = 16 * 1024**2
 
 
 def user_catalog_path() -> Path:
@@ -57,9 +60,10 @@ def validation_message(exc: ValidationError, where: str) -> str:
 
 
 def read_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
-    """A YAML file that must hold a mapping; errors name the file."""
+    """A YAML file that must hold a mapping, at most ``MAX_YAML_FILE_BYTES`` and within the bounds of
+    ``gpuledger.boundeddoc``; errors name the file."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path, MAX_YAML_FILE_BYTES, what=f"{what} {path}")  # /dev/zero, a FIFO: bounded
     except FileNotFoundError as exc:
         raise NotFoundError(f"{what} not found: {path}") from exc
     except OSError as exc:
@@ -71,18 +75,8 @@ def read_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
     return parse_yaml_mapping(text, f"{what} {path}")
 
 
-def parse_yaml_mapping(text: str, where: str) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" (line {mark.line + 1})" if mark is not None else ""
-        raise InvalidInputError(f"{where}: not valid YAML{at}") from exc
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise InvalidInputError(f"{where}: expected a mapping at the top level, got {type(data).__name__}")
-    return data
+# A YAML text that must hold a mapping, parsed within boundeddoc's bounds (nesting, aliases).
+parse_yaml_mapping = yaml_mapping
 
 
 class Catalog:

@@ -21,7 +21,6 @@ gated MLP ``3·H·I`` or, in a MoE layer, ``E`` routed experts of ``3·H·I_moe`
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -32,6 +31,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from gpuledger.boundeddoc import NotADocument, load_json
 from gpuledger.catalog import normalise_dtype
 from gpuledger.errors import InvalidInputError, NotFoundError
 
@@ -416,8 +416,8 @@ def read_config_file(path: Path) -> ModelArch:
     try:
         if file.stat().st_size > MAX_CONFIG_BYTES:
             raise InvalidInputError(f"{file}: larger than {MAX_CONFIG_BYTES:,} bytes: not a model config")
-        doc = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        doc = load_json(file.read_text(encoding="utf-8"), str(file))  # nesting bounded (boundeddoc)
+    except (OSError, UnicodeDecodeError, NotADocument) as exc:
         raise InvalidInputError(f"{file}: not a readable JSON model config ({type(exc).__name__})") from exc
     if not isinstance(doc, dict):
         raise InvalidInputError(f"{file}: not a JSON object")

@@ -26,10 +26,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-import orjson
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from gpuledger.boundeddoc import load_json, load_yaml
 from gpuledger.catalog import Catalog, GpuSpec, load_catalog
 from gpuledger.cost.pricing.presets import builtin_presets
 from gpuledger.errors import InvalidInputError, NotFoundError
@@ -404,22 +404,8 @@ def read_points(path: Path, catalog: Catalog | None = None) -> list[RunInfo]:
     text = _text(path)
     if suffix == ".csv":
         points = _csv_points(text, where)
-    elif suffix == ".json":
-        try:
-            doc = orjson.loads(text)
-        except orjson.JSONDecodeError as exc:
-            raise InvalidInputError(f"{where}: not valid JSON ({exc})") from None
-        points = _document_points(doc, where)
-    else:
-        try:
-            doc = yaml.safe_load(text)
-        except RecursionError:
-            raise InvalidInputError(f"{where}: not a file of points (nested too deeply)") from None
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            raise InvalidInputError(
-                f"{where}: not valid YAML" + (f" (line {mark.line + 1})" if mark is not None else "")
-            ) from None
+    else:  # nesting and aliases bounded (boundeddoc)
+        doc = load_json(text, where) if suffix == ".json" else load_yaml(text, where)
         points = _document_points(doc, where)
     return runs_of(points, where, f"the file {path.name}", catalog)
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuledger.boundeddoc import load_json
 from gpuledger.boundedio import read_file
 from gpuledger.errors import InvalidInputError, UsageError
 from gpuledger.kinds.image.spec import NodeOverride
@@ -72,8 +73,8 @@ def load_workflow(path: Path) -> Workflow:
     except OSError as exc:
         raise UsageError(f"--workflow {path}: cannot be read ({exc.strerror or exc})") from exc
     try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+        data = load_json(raw.decode("utf-8"), f"--workflow {path}")  # nesting bounded (boundeddoc)
+    except UnicodeDecodeError as exc:
         raise InvalidInputError(f"--workflow {path}: not JSON ({exc})") from exc
     return Workflow(check_workflow(data, str(path)), str(path), hashlib.sha256(raw).hexdigest())
 

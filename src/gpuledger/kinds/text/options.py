@@ -17,7 +17,6 @@ library callers (tests, ``gpuledger run``, the benchmarks, the matrix).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Self
@@ -41,6 +40,7 @@ from gpuledger.bench.options import (
     spec_of,
     warmup_sentence,
 )
+from gpuledger.boundeddoc import NotADocument, load_json
 from gpuledger.engines import EngineKind, engine_kind
 from gpuledger.errors import UsageError
 from gpuledger.kinds.text.spec import ServerSpec, TorchSpec
@@ -374,8 +374,8 @@ def model_architecture(path: Path) -> dict[str, Any]:
     try:
         if file.stat().st_size > MAX_MODEL_CONFIG_BYTES:
             raise UsageError(f"--model-config {file}: over {MAX_MODEL_CONFIG_BYTES:,} bytes: not a config")
-        doc = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        doc = load_json(file.read_text(encoding="utf-8"), f"--model-config {file}")  # nesting bounded
+    except (OSError, UnicodeDecodeError, NotADocument) as exc:
         raise UsageError(f"--model-config {file}: not a readable JSON file ({type(exc).__name__})") from exc
     if not isinstance(doc, dict):
         raise UsageError(f"--model-config {file}: not a JSON object")
