@@ -140,3 +140,32 @@ def test_the_load_flags_choose_a_registered_pattern() -> None:
     assert load_from_flags(concurrency=4).kind == "concurrency"
     with pytest.raises(UsageError, match="--sweep runs its own concurrencies"):
         load_from_flags(concurrency=4, sweep=(1, 2))
+
+
+def test_the_kinds_descriptors_name_the_registered_engines_as_the_registry_knows_them() -> None:
+    """`bench --help` and `--engine`'s choices are written from the kinds' descriptors (records.kinds, no
+    engine imported); the registry makes an engine of each: the same names in the same order, each with the
+    descriptor's about, endpoints, default URL and spec kind."""
+    from gpuledger.engines.registry import FACTORIES
+    from gpuledger.records.kinds import engine_names_of_kinds
+
+    named = engine_names_of_kinds()
+    assert [e.name for e in named] == list(ENGINE_KINDS) == list(FACTORIES)
+    for entry in named:
+        kind = ENGINE_KINDS[entry.name]
+        assert (kind.about, kind.endpoints, kind.default_base_url, kind.spec.KIND) == (
+            entry.about, dict(entry.endpoints), entry.default_base_url, entry.spec_kind)
+
+
+def test_the_task_table_is_the_kinds_and_the_engines_of_their_spec_kinds(echo: EngineKind) -> None:
+    from gpuledger.bench.tasks import choices, engine_for_task, engines_of, task_named, task_of_engine
+
+    assert [engines_of(task_named(t)) for t in ("text", "image", "train")] == [
+        ("openai", "ollama", "torch", "echo"), ("diffusers", "comfyui", "openai-images"), ("torch-train",)]
+    assert engine_for_task("image", "openai", False) == "diffusers"  # the kind's default engine
+    assert engine_for_task("train", "torch", True) == "torch-train"  # the kind's alias
+    assert choices(task_named("train")) == "torch" and task_of_engine("echo").name == "text"
+    with pytest.raises(UsageError, match="--task image runs diffusers, comfyui or openai-images, not --eng"):
+        engine_for_task("image", "openai", True)
+    with pytest.raises(UsageError, match="--task must be text, image or train, got 'video'"):
+        task_named("video")

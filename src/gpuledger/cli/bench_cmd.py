@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -62,6 +62,14 @@ def _from_command_line(ctx: typer.Context, name: str) -> bool:
     """Was parameter ``name`` given on the command line (or its environment variable), not defaulted?"""
     source = ctx.get_parameter_source(name)
     return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+
+def command_line(ctx: typer.Context) -> tuple[dict[str, Any], set[str]]:
+    """The parsed values by option name (``--set`` is ``set``) and the options given on the command line:
+    what the task's options model is made of (``bench.options.options_of``)."""
+    values = {RENAMED.get(k, k): v for k, v in ctx.params.items()}
+    given = {RENAMED.get(k, k) for k in ctx.params if _from_command_line(ctx, k)}
+    return values, given
 
 
 def bench(
@@ -300,8 +308,7 @@ def bench(
     from gpuledger.kinds.text.spec import ServerSpec
     from gpuledger.store import open_store
 
-    values = {RENAMED.get(k, k): v for k, v in ctx.params.items()}
-    given = {RENAMED.get(k, k) for k in ctx.params if _from_command_line(ctx, k)}
+    values, given = command_line(ctx)
     if like is None or "engine" in given or task is not None:  # a repeat's engine is the stored run's
         engine = values["engine"] = engine_for_task(task, engine, "engine" in given)
     stored = None
