@@ -1,6 +1,6 @@
 """Every GPU of the catalog names its hardware generation — its architecture and the year its vendor began
-shipping it — as sourced facts like its figures, which compare's like-for-like check reads (cost/likeness.py);
-`gpuledger gpus` shows them and a user's file may give them too."""
+shipping it — as sourced facts like its figures, which compare's like-for-like check reads
+(cost/comparison/likeness.py); `gpuledger gpus` shows them and a user's file may give them too."""
 
 from __future__ import annotations
 

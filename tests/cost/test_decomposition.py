@@ -1,4 +1,4 @@
-"""The throughput ratio taken apart (cost/decomposition.py): hardware x precision x software x
+"""The throughput ratio taken apart (cost/comparison/decomposition.py): hardware x precision x software x
 load multiply to the measured or published ratio exactly; what cannot be computed is an unexplained
 remainder named as such (issue 28, "Done when")."""
 
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from gpuledger.catalog import load_catalog
 from gpuledger.catalog.roofline import kv_bytes, weight_bytes
-from gpuledger.cost.decomposition import DecompositionError, decompose_throughput
+from gpuledger.cost.comparison.decomposition import DecompositionError, decompose_throughput
 from gpuledger.cost.pricing.modelarch import find_known
 from gpuledger.cost.published.published import PublishedRow, public_points, run_of
 from gpuledger.records import RunInfo

@@ -1,6 +1,6 @@
-"""Like for like (cost/likeness.py): a comparison lists what differs in ways that change its ratio, each with
-both sides and why; "like for like" when nothing does; the closest like-for-like pair among stored runs
-(issue 28, "Done when": B200 vs MI300X names the generation gap, H200 vs MI325X does not)."""
+"""Like for like (cost/comparison/likeness.py): a comparison lists what differs in ways that change its ratio,
+each with both sides and why; "like for like" when nothing does; the closest like-for-like pair among stored
+runs (issue 28, "Done when": B200 vs MI300X names the generation gap, H200 vs MI325X does not)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from cost_runs import build_run
 
 from gpuledger.catalog import load_catalog
-from gpuledger.cost.likeness import closest_like_for_like, likeness
+from gpuledger.cost.comparison.likeness import closest_like_for_like, likeness
 from gpuledger.cost.pricing.presets import builtin_presets
 from gpuledger.cost.published.published import public_points
 from gpuledger.records import RunInfo

@@ -131,8 +131,8 @@ class GpuIn(BaseModel):
     name: str = Field(min_length=1)
     aliases: list[str] = Field(default_factory=list)
     # The architecture (Hopper, Blackwell, CDNA3, ...) and the year its vendor began shipping the part: what
-    # the like-for-like check of a comparison calls its hardware generation (cost/likeness.py). ``year`` (a
-    # bare year) is the older spelling of ``launch_year``.
+    # the like-for-like check of a comparison calls its hardware generation (cost/comparison/likeness.py).
+    # ``year`` (a bare year) is the older spelling of ``launch_year``.
     architecture: ArchitectureIn | None = None
     launch_year: LaunchYearIn | None = None
     memory_type: str | None = None

@@ -1,6 +1,6 @@
 """The headline pairs of the shipped public sets, and next to each the closest like-for-like pair gpuledger
 holds (``gpuledger public``): a "5x" of one page set beside a pair of the same generation, precision, model
-and scenario (cost/likeness.py).
+and scenario (cost/comparison/likeness.py).
 
 A set's headline pair is its first operating point (interactivity target, or scenario) that has points of
 two vendors; A is the one with the higher output rate per GPU, the side the headline favours. A pair that
@@ -16,7 +16,7 @@ from dataclasses import replace
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpuledger.catalog import Catalog, load_catalog
-from gpuledger.cost.likeness import ClosestPair, Likeness, closest_like_for_like, likeness
+from gpuledger.cost.comparison.likeness import ClosestPair, Likeness, closest_like_for_like, likeness
 from gpuledger.cost.pricing.presets import builtin_presets
 from gpuledger.cost.published.published import public_points, public_sets
 from gpuledger.kinds.text.published import PublishedSummary

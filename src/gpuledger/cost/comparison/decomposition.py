@@ -115,7 +115,7 @@ class ThroughputDecomposition(_Model):
     model: str = (
         "decode: n x peak bandwidth x MBU x sequences / bytes per step; prefill: prefill FLOPs / (output "
         "tokens x n x peak FLOP/s x MFU); weighted by each run's decode and prefill share of its time "
-        "(gpuledger.cost.decomposition)"
+        "(gpuledger.cost.comparison.decomposition)"
     )
 
     def product(self) -> float:
