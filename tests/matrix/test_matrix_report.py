@@ -75,7 +75,8 @@ def _figures(html: str) -> dict[str, dict[str, Any]]:
 @pytest.fixture
 def matrix(serve: Serve, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
     fast, slow = serve(Scenario(itl_s=0.001)), serve(Scenario(itl_s=0.004))
-    done = _json(capsys, "matrix", str(_plan(tmp_path, {"fast": fast.url, HOSTILE: slow.url})), "--ray", "none")
+    plan = _plan(tmp_path, {"fast": fast.url, HOSTILE: slow.url})
+    done = _json(capsys, "matrix", str(plan), "--ray", "none")
     assert done["counts"]["complete"] == 4
     matrix_id: str = done["matrix_id"]
     return matrix_id

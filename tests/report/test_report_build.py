@@ -244,7 +244,7 @@ def test_a_comparison_shows_the_cost_models_ratio_decomposition_and_break_even(
     costs = [cost_of_run(r, default_profile_for(r, catalog), catalog=catalog) for r in (a, b)]
     expected = compare(costs)
     assert data.numbers.comparison is not None
-    assert data.numbers.comparison["ratio"] == pytest.approx(expected.ratio)
+    assert data.numbers.comparison.pairs[0].ratio == pytest.approx(expected.ratio)
     ratio_row = _table(data, "cost", "comparison").rows[0]
     assert ratio_row[:3] == ("h200-vllm", "mi300x-vllm", fmt.num(expected.ratio, 4))
     be = _table(data, "cost", "break_even")
@@ -449,7 +449,7 @@ def test_the_answer_comes_first_with_the_price_figures_and_why(store: Store, sin
     answer = first.answers[0]
     cost = data.numbers.runs[0].cost
     assert cost is not None
-    assert answer.headline == f"{fmt.num(cost['usd_per_1m_output_tokens'], 3)} USD per 1M output tokens"
+    assert answer.headline == f"{fmt.num(cost.price('output_token'), 3)} USD per 1M output tokens"
     labels = [k for k, _ in answer.facts]
     # The run's validity verdict first (gpuledger.bench.validity), then the measured figures.
     assert labels[:6] == ["validity", "output tokens", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99"]
@@ -462,7 +462,7 @@ def test_the_answer_comes_first_with_the_price_figures_and_why(store: Store, sin
 def test_a_comparison_answer_is_the_ratio_with_its_decomposition(store: Store, pair: Pair) -> None:
     data = build_report(store, [pair.h200, pair.mi300x])
     assert data.numbers.comparison is not None
-    ratio = data.numbers.comparison["ratio"]
+    ratio = data.numbers.comparison.pairs[0].ratio
     answer = data.sections[0].answers[0]
     assert answer.headline == f"{fmt.num(ratio)}x the output tokens per USD"
     assert answer.why[0].startswith("= throughput ")
@@ -488,5 +488,6 @@ def test_a_killed_sweep_is_priced_from_the_summary_recomputed_with_its_slos_and_
     summary = _text(numbers.summary)
     assert [s.stage_name() for s in summary.stage_summaries()] == ["c=2", "c=8"]
     assert summary.slo is not None and summary.slo.limits() == {"ttft_ms": 100.0}
-    assert numbers.cost["operating_point"]["stage"] in ("c=2", "c=8")
-    assert "SLOs (ttft_ms ≤ 100)" in numbers.cost["operating_point"]["rule"]
+    point = numbers.cost.operating_point
+    assert point is not None and point.stage in ("c=2", "c=8")
+    assert "SLOs (ttft_ms ≤ 100)" in point.rule

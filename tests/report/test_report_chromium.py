@@ -209,7 +209,7 @@ def test_the_first_screen_of_a_run_report_is_its_answer(browser: Any, store: Sto
     data = build_report(store, [run])
     cost = data.numbers.runs[0].cost
     assert cost is not None
-    figure = fmt.num(cost["usd_per_1m_output_tokens"])
+    figure = fmt.num(cost.price("output_token"))
     path = tmp_path / "answer.html"
     path.write_text(render_html(data))
     for dark in (False, True):

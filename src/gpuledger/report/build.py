@@ -106,8 +106,7 @@ def build_report(
     numbers = ReportNumbers(
         gpuledger_version=__version__,
         runs=tuple(_run_numbers(r, costs) for r in runs),
-        comparison=(costs.comparison.document().model_dump(mode="json") if costs.comparison is not None
-                    else None),
+        comparison=costs.comparison.document() if costs.comparison is not None else None,
         comparison_error=costs.comparison_error,
     )
     title = (
@@ -213,7 +212,7 @@ def _run_numbers(r: RunData, costs: cost_part.Costs) -> RunNumbers:
         throughput_points=tuple(
             ThroughputPoint.model_validate(p) for p in r.extra.get("stage_points", ())
         ),
-        cost=costs.numbers(r.info.id),
+        cost=cost.document() if (cost := costs.per_run.get(r.info.id)) is not None else None,
         cost_error=costs.errors.get(r.info.id),
         server_state=dict(state) if isinstance(state, Mapping) else None,
         workload_like=r.info.config.like,

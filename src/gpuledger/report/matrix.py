@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import (
     BaseModel,
@@ -44,7 +44,7 @@ from pydantic import (
 
 from gpuledger.catalog import Catalog, load_catalog
 from gpuledger.cost import cost_of_run, default_profile_for, load_profile
-from gpuledger.cost.comparison.groups import Interval, fmt_with_interval, mean_interval
+from gpuledger.cost.comparison.groups import Interval, IntervalDoc, fmt_with_interval, mean_interval
 from gpuledger.errors import GpuledgerError, NotFoundError
 from gpuledger.kinds.text.summary import TextGenerationSummary
 from gpuledger.records import DoctorRunRecord, RunInfo
@@ -88,14 +88,16 @@ FIGURES: tuple[CellFigure, ...] = (
     CellFigure("e2e_p50_ms", "E2E p50", "ms", lambda s: s.e2e_ms.p50),
     CellFigure("e2e_p99_ms", "E2E p99", "ms", lambda s: s.e2e_ms.p99),
 )
+# The figures the cells' table shows (``--json`` has them all).
+TABLE_FIGURES = tuple(f for f in FIGURES if f.key not in ("tpot_p99_ms", "e2e_p50_ms"))
 
 
-def _interval_document(value: Interval) -> dict[str, Any]:
-    return value.document().model_dump(mode="json")
+def _interval_document(value: Interval) -> IntervalDoc:
+    return value.document()
 
 
-# A mean over a cell's repeats with its interval, dumped as ``cost.comparison.groups.Interval`` dumps it.
-MeanFigure = Annotated[InstanceOf[Interval], PlainSerializer(_interval_document, return_type=dict[str, Any])]
+# A mean over a cell's repeats with its interval, dumped as its document (``cost GROUP --json``'s intervals).
+MeanFigure = Annotated[InstanceOf[Interval], PlainSerializer(_interval_document, return_type=IntervalDoc)]
 
 
 def _none(value: object) -> bool:
@@ -121,6 +123,8 @@ class MatrixHeader(ReportModel):
     plan_digest: str
     created_at: Timestamp
     updated_at: Timestamp
+    # The plan's name, as its plan document (the report's ``plan``) gives it.
+    name: str | None = Field(default=None, exclude=True)
 
 
 class CellRepeat(ReportModel):
@@ -150,13 +154,9 @@ class CellCost(ReportModel):
         return self.interval.mean
 
     @model_serializer(mode="plain")
-    def _document(self) -> dict[str, Any]:
-        return {
-            **self.interval.document().model_dump(mode="json"),
-            "unit": self.unit,
-            "currency": self.currency,
-            "profile": self.profile,
-        }
+    def _document(self) -> JsonObject:
+        doc: JsonObject = self.interval.document().model_dump(mode="json")
+        return doc | {"unit": self.unit, "currency": self.currency, "profile": self.profile}
 
 
 class MatrixCell(ReportModel):
@@ -173,6 +173,11 @@ class MatrixCell(ReportModel):
     tokens_per_s_per_user: float | None
     cost: CellCost | None
     cost_note: str | None
+
+    @property
+    def complete(self) -> int:
+        """How many of its repeats are complete."""
+        return sum(1 for r in self.repeats if r.status == "complete")
 
     def figure(self, key: str) -> float | None:
         value = self.figures.get(key)
@@ -457,6 +462,7 @@ def build_matrix_report(store: Store, matrix_ref: str, catalog: Catalog | None =
             plan_digest=matrix.plan_digest,
             created_at=matrix.created_at,
             updated_at=matrix.updated_at,
+            name=name if isinstance(name := matrix.plan.get("name"), str) and name else None,
         ),
         plan=matrix.plan,
         counts=counts,
@@ -479,10 +485,10 @@ def figure_text(value: Interval | None) -> str:
 
 def _overview(report: MatrixReport) -> Section:
     m = report.matrix
-    name = report.plan.get("name")
+    name = report.matrix.name
     rows = [
         ("matrix", m.id),
-        *((("plan", name),) if isinstance(name, str) and name else ()),
+        *((("plan", name),) if name else ()),
         ("status", m.status),
         ("started", fmt.when(m.created_at)),
         ("last change", fmt.when(m.updated_at)),
@@ -541,16 +547,11 @@ def _cells_section(report: MatrixReport, unit: str | None) -> Section:
             cost = figure_text(c.cost.interval) + ("" if unit else f" {c.cost.unit}")
         else:
             cost = "n/a" if c.cost_note is None else f"n/a: {c.cost_note}"
-        f = c.figures
         rows.append(
             (
                 c.key,
-                f"{c.statuses.get('complete', 0)}/{len(c.repeats)}",
-                figure_text(f.get("output_tokens_per_s")),
-                figure_text(f.get("ttft_p50_ms")),
-                figure_text(f.get("ttft_p99_ms")),
-                figure_text(f.get("tpot_p50_ms")),
-                figure_text(f.get("e2e_p99_ms")),
+                f"{c.complete}/{len(c.repeats)}",
+                *(figure_text(c.figures.get(f.key)) for f in TABLE_FIGURES),
                 fmt.num(c.tokens_per_s_per_user) if c.tokens_per_s_per_user is not None else "n/a",
                 cost,
             )
@@ -566,11 +567,7 @@ def _cells_section(report: MatrixReport, unit: str | None) -> Section:
                 columns=(
                     "cell",
                     "runs ok",
-                    "output tok/s",
-                    "TTFT p50",
-                    "TTFT p99",
-                    "TPOT p50",
-                    "E2E p99",
+                    *(f.label for f in TABLE_FIGURES),
                     "tok/s per user",
                     f"cost ({unit or 'in its unit'})",
                 ),
@@ -751,8 +748,8 @@ def matrix_page(
     """The matrix as a report page: the matrix, the cheapest target per load level, every cell, the Pareto
     fronts (plotted in the HTML), and with ``detail`` every cell × repeat."""
     unit = report.unit()
-    name = report.plan.get("name")
-    title = f"gpuledger matrix {report.matrix.id}" + (f" — {name}" if isinstance(name, str) and name else "")
+    name = report.matrix.name
+    title = f"gpuledger matrix {report.matrix.id}" + (f" — {name}" if name else "")
     sections = (
         _overview(report),
         _cheapest_section(report, unit),

@@ -19,6 +19,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, computed_field, field_serializer
 
+from gpuledger.cost.comparison.compare import ComparisonDocument
+from gpuledger.cost.pricing.document import CostDocument
 from gpuledger.records import RunSummary, dump_summary
 from gpuledger.records.spec import LikeOrigin
 
@@ -195,8 +197,8 @@ class RunNumbers(ReportModel):
     """The figures of one run of a report: its typed summary (dumped as ``dump_summary`` dumps it: the
     fields that were set, and the kind), where that summary came from, the telemetry summary as stored,
     how many accelerators served it, its throughput points, its price (the cost document ``gpuledger
-    cost --json`` prints, as ``RunCost.to_dict`` writes it) or why it has none; the server's state over
-    the window and where the workload came from only for runs that record them."""
+    cost --json`` prints) or why it has none; the server's state over the window and where the workload
+    came from only for runs that record them."""
 
     id: str
     name: str
@@ -205,7 +207,7 @@ class RunNumbers(ReportModel):
     telemetry_summary: tuple[JsonObject, ...]
     accelerators: int
     throughput_points: tuple[ThroughputPoint, ...]
-    cost: dict[str, Any] | None
+    cost: CostDocument | None
     cost_error: str | None
     server_state: JsonObject | None = Field(default=None, exclude_if=_none)
     workload_like: LikeOrigin | None = Field(default=None, exclude_if=_none)
@@ -222,7 +224,7 @@ class ReportNumbers(ReportModel):
 
     gpuledger_version: str
     runs: tuple[RunNumbers, ...]
-    comparison: dict[str, Any] | None
+    comparison: ComparisonDocument | None
     comparison_error: str | None
 
     def run(self, run_id: str) -> RunNumbers:
