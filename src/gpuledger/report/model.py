@@ -15,7 +15,7 @@ the presentation, ``numbers`` carry the figures.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, computed_field, field_serializer
 
@@ -213,7 +213,7 @@ class RunNumbers(ReportModel):
     workload_like: LikeOrigin | None = Field(default=None, exclude_if=_none)
 
     @field_serializer("summary")
-    def _summary(self, summary: RunSummary | None) -> dict[str, Any]:
+    def _summary(self, summary: RunSummary | None) -> JsonObject:
         return dump_summary(summary)
 
 
