@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from gpuledger.catalog import load_catalog
 from gpuledger.cost import Comparison, RunCost, compare, cost_of_run, default_profile_for, load_profile
 from gpuledger.cost.comparison.breakeven import CostSensitivity, run_sensitivity
+from gpuledger.cost.pricing.document import CostDocument, UnitPrice
 from gpuledger.errors import GpuledgerError
 from gpuledger.records import DoctorRunRecord, UnitInfo
 from gpuledger.report import fmt
@@ -46,9 +46,10 @@ class Costs:
     comparison: Comparison | None = None
     comparison_error: str | None = None
 
-    def numbers(self, run_id: str) -> dict[str, Any] | None:
+    def document(self, run_id: str) -> CostDocument | None:
+        """The run's cost document (``cost --json``), None when it was not priced."""
         cost = self.per_run.get(run_id)
-        return cost.to_dict() if cost is not None else None
+        return cost.document() if cost is not None else None
 
 
 def _why(exc: GpuledgerError) -> str:
@@ -184,11 +185,13 @@ def _per_run_tables(priced: Sequence[tuple[RunData, RunCost]]) -> list[Table]:
     same_head = all(u == head_unit for u, _ in heads)
     main_rows = []
     hourly_rows = []
+    docs = {r.info.id: c.document() for r, c in priced}
+    at_slo_info = next((p.info for d in docs.values() for p in _at_slo(d)), None)
     for r, c in priced:
         ev = c.evaluation
-        d = c.to_dict()
-        at_slo = d.get(f"{c.currency.lower()}_per_1m_output_tokens_at_slo")
-        per_unit_energy = c.energy.get(f"joules_per_{c.inputs.unit(c.headline).singular_key}")
+        doc = docs[r.info.id]
+        at_slo = next((p.value for p in _at_slo(doc)), None)
+        per_unit_energy = doc.energy.per(c.headline)
         main_rows.append(
             (
                 r.ref.name,
@@ -197,7 +200,7 @@ def _per_run_tables(priced: Sequence[tuple[RunData, RunCost]]) -> list[Table]:
                 c.currency,
                 *(fmt.num(ev.cost_per(u), 4) for u, _ in units),
                 fmt.num(ev.per_money(c.headline), 4),
-                fmt.num(at_slo, 4),
+                *((fmt.num(at_slo, 4),) if at_slo_info is not None else ()),
                 fmt.pct(c.inputs.utilisation),
                 fmt.num(c.inputs.average_power_w),
                 fmt.text(c.power.source),
@@ -225,7 +228,7 @@ def _per_run_tables(priced: Sequence[tuple[RunData, RunCost]]) -> list[Table]:
                 "currency",
                 *(_price_heading(info) for _, info in units),
                 yield_heading,
-                "per 1M output tokens at SLO",
+                *((f"{at_slo_info.per_text()} at SLO",) if at_slo_info is not None else ()),
                 "utilisation (%)",
                 "priced power (W)",
                 "power source",
@@ -249,19 +252,21 @@ def _per_run_tables(priced: Sequence[tuple[RunData, RunCost]]) -> list[Table]:
         ),
     ]
     split_rows = []
-    for r, c in priced:
-        split = c.to_dict().get("split")
-        if not isinstance(split, dict):
+    split_heads: tuple[str, ...] = ()
+    for r, _c in priced:
+        doc = docs[r.info.id]
+        split = next((s for s in (e.split() for e in doc.extras) if s is not None), None)
+        if split is None:
             continue
-        p = c.currency.lower()
+        split_heads = split_heads or (*(p.info.per_text() for p in split.parts),
+                                      f"{split.parts[0].plural} share (%)")
         split_rows.append(
             (
                 r.ref.name,
-                c.currency,
-                fmt.num(split.get(f"{p}_per_1m_input_tokens"), 4),
-                fmt.num(split.get(f"{p}_per_1m_output_tokens"), 4),
-                fmt.pct(split.get("input_cost_share")),
-                fmt.text(split.get("rule") or split.get("reason")),
+                doc.currency,
+                *(fmt.num(p.value, 4) for p in split.parts),
+                fmt.pct(split.share),
+                fmt.text(split.rule or split.reason),
             )
         )
     if split_rows:
@@ -269,20 +274,18 @@ def _per_run_tables(priced: Sequence[tuple[RunData, RunCost]]) -> list[Table]:
             Table(
                 key="cost_split",
                 title="Input and output tokens priced separately",
-                columns=(
-                    "run",
-                    "currency",
-                    "per 1M input tokens",
-                    "per 1M output tokens",
-                    "input share (%)",
-                    "rule",
-                ),
+                columns=("run", "currency", *split_heads, "rule"),
                 rows=tuple(split_rows),
-                provenance="The hourly cost split between input and output tokens by the "
-                "rule shown (gpuledger.cost.tokens).",
+                provenance="The hourly cost split between input and output tokens by the rule shown (the "
+                "text kind's pricing: gpuledger.kinds.text.pricing).",
             )
         )
     return tables
+
+
+def _at_slo(doc: CostDocument) -> list[UnitPrice]:
+    """The run's prices counting only the requests that met its SLOs (its kind's, when it has them)."""
+    return [p for e in doc.extras for p in e.prices() if p.qualifier == "at SLO"]
 
 
 def _stacked_figure(priced: Sequence[tuple[RunData, RunCost]]) -> Figure:
@@ -324,24 +327,22 @@ def _comparison_tables(comparison: Comparison, names: dict[str, str]) -> list[Ta
     for pair in comparison.pairs:
         a, b = name(pair.a.run.id), name(pair.b.run.id)
         d = pair.decomposition
-        carried = d.get("share_of_log_ratio") or {}
+        carried = d.share_of_log_ratio
         ratio_rows.append(
             (
                 a,
                 b,
                 fmt.num(pair.ratio, 4),
-                fmt.num(d.get("throughput_ratio"), 4),
-                fmt.num(d.get("utilisation_ratio"), 4),
-                fmt.num(d.get("hourly_cost_ratio"), 4),
-                fmt.pct(carried.get("throughput")),
-                fmt.pct(carried.get("utilisation")),
-                fmt.pct(carried.get("hourly_cost")),
+                fmt.num(d.throughput_ratio, 4),
+                fmt.num(d.utilisation_ratio, 4),
+                fmt.num(d.hourly_cost_ratio, 4),
+                fmt.pct(carried.throughput if carried is not None else None),
+                fmt.pct(carried.utilisation if carried is not None else None),
+                fmt.pct(carried.hourly_cost if carried is not None else None),
             )
         )
-        diff = (d.get("hourly") or {}).get("difference_as_share_of_a") or {}
-        diff_rows.append(
-            (a, b, *(fmt.pct(diff.get(k)) for k in ("capex", "rental", "energy", "labour", "other")))
-        )
+        diff = d.hourly.difference_as_share_of_a
+        diff_rows.append((a, b, *(fmt.pct(v) for _, v in diff.items())))
         for be in pair.break_even:
             be_rows.append(
                 (

@@ -35,6 +35,8 @@ from gpuledger.report.sections.base import RunData
 from gpuledger.report.verdict import verdict_fact, verdict_table, verdict_why
 
 MAX_WHY = 5
+# The factors of a ratio (``cost.comparison.compare.LogShares``), as the answer names them.
+_FACTOR_WORDS = (("throughput", "throughput"), ("utilisation", "utilisation"), ("hourly_cost", "hourly cost"))
 _COMPONENT_WORDS = {
     "capex": "hardware amortisation",
     "rental": "the rental price",
@@ -78,11 +80,11 @@ def power_fact(cost: RunCost) -> str:
 
 def energy_fact(cost: RunCost) -> str:
     unit = cost.inputs.unit(cost.headline)
-    joules = cost.energy.get(f"joules_per_{unit.singular_key}")
+    energy = cost.energy
+    joules = energy.per(cost.headline)
     if joules is None:
-        return f"unavailable — {cost.energy.get('reason') or 'no energy measured'}"
-    how = cost.energy.get("basis") or ("estimate" if cost.energy.get("estimate") else "measured")
-    return f"{fmt.num(joules)} J per {unit.singular} ({how}: {cost.energy.get('method')})"
+        return f"unavailable — {energy.reason or 'no energy measured'}"
+    return f"{fmt.num(joules)} J per {unit.singular} ({energy.how()}: {energy.method})"
 
 
 def _largest_component(cost: RunCost) -> str:
@@ -136,7 +138,7 @@ def cost_answer(
     scaled = "estimated from the rates" if cost.rate_source.startswith("estimate") else "rates"
     sub = ([f"{scaled} {origin.label}"] if origin is not None else []) + _other_prices(cost)
     if cost.operating_point:
-        sub.append(f"at stage {cost.operating_point['stage']} of the sweep")
+        sub.append(f"at stage {cost.operating_point.stage} of the sweep")
     facts = [verdict_fact(verdict), *_facts(cost.summary, estimate=cost.rate_source.startswith("estimate"))]
     facts.append(("power", power_fact(cost)))
     facts.append((f"energy per {cost.inputs.unit(cost.headline).singular}", energy_fact(cost)))
@@ -145,7 +147,7 @@ def cost_answer(
     facts.append(("profile", f"{cost.profile.name or '(unnamed)'} ({cost.profile.mode}, {cost.currency})"))
     why = [*verdict_why(verdict), _largest_component(cost)]
     if cost.operating_point:
-        why.append(f"priced at stage {cost.operating_point['stage']}: {cost.operating_point['rule']}")
+        why.append(f"priced at stage {cost.operating_point.stage}: {cost.operating_point.rule}")
     why.extend(_noise(run))
     if cost.power.estimate and cost.profile.mode == "ownership":
         why.append(f"power is not measured: {cost.power.source}")
@@ -300,12 +302,12 @@ def ratio_answer(comp: Comparison, names: dict[str, str] | None = None) -> Answe
     a, b = names.get(pair.a.run.id, pair.a.run.id), names.get(pair.b.run.id, pair.b.run.id)
     d = pair.decomposition
     why = [
-        f"= throughput {fmt.num(d['throughput_ratio'])}x × utilisation {fmt.num(d['utilisation_ratio'])}x × "
-        f"hourly cost (B/A) {fmt.num(d['hourly_cost_ratio'])}x",
+        f"= throughput {fmt.num(d.throughput_ratio)}x × utilisation {fmt.num(d.utilisation_ratio)}x × "
+        f"hourly cost (B/A) {fmt.num(d.hourly_cost_ratio)}x",
     ]
-    carried = d.get("share_of_log_ratio")
-    if carried:
-        parts = (f"{k.replace('_', ' ')} {percent(v)}" for k, v in carried.items())
+    carried = d.share_of_log_ratio
+    if carried is not None:
+        parts = (f"{words} {percent(getattr(carried, k))}" for k, words in _FACTOR_WORDS)
         why.append("carried by: " + ", ".join(parts))
     if pair.sensitivity:
         top = pair.sensitivity[0]
