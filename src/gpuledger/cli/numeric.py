@@ -4,7 +4,8 @@ typer turns ``--slo-attainment inf`` into ``float("inf")`` and ``--seed 10000000
 integer no store column or JSON document can hold. ``bound_numbers(command)`` wraps the value processing
 of every option and argument of every command: a float that is not finite (``inf``, ``nan``) or an integer
 beyond 64 bits is a usage error (exit 2, one line naming the option and the bound) before the command
-runs. The commands' own bounds (``bench.bounds`` for bench's flags, typer's ``min``/``max``) come after it.
+runs. The commands' own bounds (``bench.bounds`` for bench's flags, typer's ``min``/``max``, a
+:class:`Range` a command checks, such as ``CLOCK_OFFSET_S``) come after it.
 Every command passes through it, so it also names each argument without a metavar as the docs write it
 (``RUN_ID``), in the help and in usage errors alike.
 """
@@ -13,9 +14,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import typer
+
+from gpuledger.errors import UsageError
 
 MAX_INT = 2**63 - 1
 _WRAPPED = "_gpuledger_numbers_bounded"
@@ -30,6 +34,32 @@ def problem(value: Any) -> str | None:
     if isinstance(value, int) and not -MAX_INT <= value <= MAX_INT:
         return f"{value} is beyond a 64-bit integer (at most {MAX_INT:,} either way)"
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    """A finite range an option's number must be in (``low`` … ``high``, in ``unit``), and why."""
+
+    low: float
+    high: float
+    unit: str
+    why: str
+
+    def check(self, option: str, value: float) -> float:
+        """``value``, or a ``UsageError`` (exit 2) naming ``option``, the range and why."""
+        if not (math.isfinite(value) and self.low <= value <= self.high):
+            raise UsageError(f"{option} must be {_shown(self.low)} … {_shown(self.high)} {self.unit} "
+                             f"({self.why}), got {value:g}")
+        return value
+
+
+def _shown(bound: float) -> str:
+    return f"{bound:,.0f}" if float(bound).is_integer() and abs(bound) < 1e15 else f"{bound:g}"
+
+
+# telemetry import --clock-offset: how far a node's clock may be from the run's (a year either way).
+CLOCK_OFFSET_S = Range(-366 * 86_400, 366 * 86_400, "s",
+                       "366 days either way: a log from another year is not an offset")
 
 
 def _items(value: Any) -> Iterable[Any]:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import csv
 import io
 import math
-import re
 import sys
-from datetime import datetime, timedelta
+from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -19,6 +18,7 @@ from rich.text import Text
 from gpuledger.boundedio import MAX_DOCUMENT_BYTES, read_file_arg
 from gpuledger.cli.common import DbOpt, JsonOpt, console, err_console, print_json
 from gpuledger.cli.files import check_target, write_output
+from gpuledger.cli.since import parse_since  # bounded: cli/since.py
 from gpuledger.errors import InvalidInputError
 from gpuledger.records import RequestRecord, RunInfo, dump_summary
 from gpuledger.records.validity import Verdict
@@ -29,8 +29,6 @@ if TYPE_CHECKING:
     from gpuledger.store import Store
 
 NA = "—"
-_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([wdhm])\s*$")
-_AGE_UNITS = {"w": "weeks", "d": "days", "h": "hours", "m": "minutes"}
 _LATENCIES = (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("itl_ms", "ITL"), ("e2e_ms", "E2E"))
 
 
@@ -40,24 +38,6 @@ class ExportFormat(StrEnum):
 
 
 # ---- helpers ------------------------------------------------------------------------------------
-
-
-def parse_since(text: str | None, now: datetime | None = None) -> datetime | None:
-    """``--since``: an ISO date/time (local time unless it names a zone) or an age (``7d``, ``12h``)."""
-    if text is None:
-        return None
-    age = _AGE.match(text)
-    if age:
-        base = now or datetime.now().astimezone()
-        return base - timedelta(**{_AGE_UNITS[age.group(2)]: float(age.group(1))})
-    try:
-        when = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise InvalidInputError(
-            f"--since {text!r}: expected a date or time (2025-01-31, 2025-01-31T14:00, with an optional "
-            "zone) or an age (30m, 12h, 7d, 2w)"
-        ) from None
-    return when if when.tzinfo is not None else when.astimezone()
 
 
 def _iso(when: datetime | None) -> str | None:

@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from gpuledger.cli.common import DbOpt, JsonOpt, console, print_json
+from gpuledger.cli.numeric import CLOCK_OFFSET_S
 from gpuledger.errors import UsageError
 
 telemetry_app = typer.Typer(
@@ -79,8 +80,7 @@ def import_cmd(
     from gpuledger.telemetry.attach import import_log
     from gpuledger.telemetry.base import MAX_DEVICES
 
-    if not math.isfinite(clock_offset):
-        raise UsageError(f"--clock-offset must be a number of seconds, got {clock_offset}")
+    CLOCK_OFFSET_S.check("--clock-offset", clock_offset)  # finite and within a year (cli/numeric.py)
     if not (gap_limit > 0 and math.isfinite(gap_limit)):
         raise UsageError(f"--gap-limit must be a positive number of seconds, got {gap_limit}")
     if gpus is not None and not 1 <= gpus <= MAX_DEVICES:
