@@ -75,7 +75,7 @@ def test_a_later_breakage_is_a_second_episode_and_adds_up() -> None:
 def test_an_open_episode_is_reported_apart() -> None:
     rig = setup_labour_hours([run(0, 1, "amd.gfx_unsupported"), run(30, 1, "amd.gfx_unsupported")])["rig"]
     assert rig.hours == 0.0 and not rig.resolved and rig.open_hours == 30.0
-    assert rig.to_dict()["episodes"][0]["end"] is None
+    assert rig.document().episodes[0].end is None
 
 
 def test_machines_are_separate_and_input_order_does_not_matter() -> None:
@@ -87,7 +87,7 @@ def test_machines_are_separate_and_input_order_does_not_matter() -> None:
     ]
     ledger = setup_labour_hours(records)
     assert (ledger["a"].hours, ledger["b"].hours) == (4.0, 1.0)
-    assert setup_labour_hours(reversed(records))["a"].to_dict() == ledger["a"].to_dict()
+    assert setup_labour_hours(reversed(records))["a"].document() == ledger["a"].document()
 
 
 def test_naive_timestamps_are_taken_as_utc() -> None:

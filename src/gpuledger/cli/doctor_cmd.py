@@ -46,7 +46,7 @@ def _history(db: str | None, json_out: bool) -> None:
         store.close()
     ledger = setup_labour_hours(records)
     if json_out:
-        print_json({name: m.to_dict() for name, m in ledger.items()})
+        print_json({name: m.document().model_dump(mode="json") for name, m in ledger.items()})
         return
     if not ledger:
         console.print("No doctor runs stored yet: run `gpuledger doctor` (each run is filed in the ledger).")

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
+from gpuledger.cost.pricing.document import Doc
 from gpuledger.cost.pricing.profile import CostProfile
 from gpuledger.cost.pricing.runview import machine_name
 from gpuledger.errors import InvalidInputError
@@ -42,14 +42,10 @@ class LabourEpisode:
     def hours(self) -> float | None:
         return None if self.end is None else (self.end - self.start).total_seconds() / 3600.0
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "start": self.start.isoformat(),
-            "end": None if self.end is None else self.end.isoformat(),
-            "hours": self.hours,
-            "runs": self.runs,
-            "problems": list(self.problems),
-        }
+    def document(self) -> EpisodeDoc:
+        end = None if self.end is None else self.end.isoformat()
+        return EpisodeDoc(start=self.start.isoformat(), end=end, hours=self.hours, runs=self.runs,
+                          problems=list(self.problems))
 
 
 @dataclass(slots=True)
@@ -85,18 +81,42 @@ class MachineLabour:
             seen += [p for p in e.problems if p not in seen]
         return seen
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "machine": self.machine,
-            "runs": self.runs,
-            "first_run": None if self.first_run is None else self.first_run.isoformat(),
-            "last_run": None if self.last_run is None else self.last_run.isoformat(),
-            "hours": self.hours,
-            "open_hours": self.open_hours,
-            "resolved": self.resolved,
-            "problems": self.problems,
-            "episodes": [e.to_dict() for e in self.episodes],
-        }
+    def document(self) -> MachineLabourDoc:
+        """One machine of ``doctor --ledger --json``."""
+        return MachineLabourDoc(
+            machine=self.machine,
+            runs=self.runs,
+            first_run=None if self.first_run is None else self.first_run.isoformat(),
+            last_run=None if self.last_run is None else self.last_run.isoformat(),
+            hours=self.hours,
+            open_hours=self.open_hours,
+            resolved=self.resolved,
+            problems=self.problems,
+            episodes=[e.document() for e in self.episodes],
+        )
+
+
+class EpisodeDoc(Doc):
+    """From a machine's first doctor run with an error to the first all-clear one after it (``end`` None:
+    still open), its runs and the problems met (ISO 8601 times)."""
+
+    start: str
+    end: str | None
+    hours: float | None
+    runs: int
+    problems: list[str]
+
+
+class MachineLabourDoc(Doc):
+    machine: str
+    runs: int
+    first_run: str | None
+    last_run: str | None
+    hours: float
+    open_hours: float
+    resolved: bool
+    problems: list[str]
+    episodes: list[EpisodeDoc]
 
 
 def setup_labour_hours(records: Iterable[DoctorRunRecord]) -> dict[str, MachineLabour]:
