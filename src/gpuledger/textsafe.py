@@ -11,11 +11,21 @@ escapes control characters itself).
   one character, so the width and the positions of styled spans do not change.
 - ``clip``: a value longer than ``MAX_DISPLAY_CHARS`` keeps its first ``MAX_DISPLAY_CHARS`` characters
   and says how many more there are.
+- ``csv_cell`` / ``csv_text``: values as CSV a spreadsheet will not run (every CSV gpuledger writes). A
+  text that begins with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return is a formula to Excel,
+  LibreOffice and Google Sheets (``=cmd|' /C calc'!A0``, ``=HYPERLINK(...)``): per OWASP's CSV-injection
+  guidance it is written with a ``'`` in front, which those programs show as text, and every text cell is
+  written in double quotes (a quote inside doubled), so a carriage return or newline inside a text cannot
+  begin a row of its own. Numbers stay numbers, unquoted (``-3.5`` is a number, not a formula; a float
+  exactly as ``repr`` writes it).
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import re
+from collections.abc import Iterable
 
 # The longest string gpuledger itself prints is ~330 characters (a formula caption); 500 leaves room
 # for long paths and messages while bounding what a hostile 100 KB label or 10 MB profile name prints.
@@ -57,3 +67,30 @@ def display(text: str, limit: int = MAX_DISPLAY_CHARS) -> str:
 def one_line(text: str, limit: int = MAX_DISPLAY_CHARS) -> str:
     """``display`` on one line (newlines and tabs become spaces): for error and warning lines."""
     return display(text.replace("\n", " ").replace("\t", " "), limit)
+
+
+# What a spreadsheet takes as the start of a formula (OWASP, "CSV Injection").
+CSV_FORMULA_LEADS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: object) -> str | int | float:
+    """``value`` as a CSV cell (module docstring): None → empty, a number as itself, a text that a
+    spreadsheet would run as a formula prefixed with ``'``, any other text as it is."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int | float):
+        return value
+    text = str(value)
+    return "'" + text if text.startswith(CSV_FORMULA_LEADS) else text
+
+
+def csv_text(rows: Iterable[Iterable[object]]) -> str:
+    """``rows`` (the header first) as CSV text, ``\n`` after each row: every cell through
+    :func:`csv_cell`, every text cell in double quotes, numbers bare."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC)
+    for row in rows:
+        writer.writerow([csv_cell(v) for v in row])
+    return buf.getvalue()

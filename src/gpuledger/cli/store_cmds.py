@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import sys
 from datetime import datetime
@@ -22,6 +20,7 @@ from gpuledger.cli.since import parse_since  # bounded: cli/since.py
 from gpuledger.errors import InvalidInputError
 from gpuledger.records import RequestRecord, RunInfo, dump_summary
 from gpuledger.records.validity import Verdict
+from gpuledger.textsafe import csv_text
 from gpuledger.urls import redact_url
 
 if TYPE_CHECKING:
@@ -400,13 +399,8 @@ def _csv_bytes(info: RunInfo, requests: list[RequestRecord]) -> bytes:
     from gpuledger.store.document import CSV_COLUMNS, csv_rows
 
     extra, per_row, run_values = _run_columns(info, requests)
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow([*CSV_COLUMNS, *extra])
-    for row, counts in zip(csv_rows(requests), per_row, strict=True):
-        writer.writerow(["" if v is None else repr(v) if isinstance(v, float) else v
-                         for v in (*row, *counts, *run_values)])
-    return buf.getvalue().encode()
+    rows = ((*row, *counts, *run_values) for row, counts in zip(csv_rows(requests), per_row, strict=True))
+    return csv_text([(*CSV_COLUMNS, *extra), *rows]).encode()  # no cell a formula (textsafe.csv_text)
 
 
 def export(
