@@ -48,12 +48,12 @@ def energy_per_token(info: RunInfo, tokens: int) -> tuple[float | None, str]:
     from gpuledger.cost.pricing.runview import energy_view
 
     view = energy_view(info)
-    joules = view["joules"]
+    joules = view.joules
     if joules is None or not tokens:
-        return None, "; ".join(view["details"]) or "no training tokens"
-    valid = "" if view["valid"] else f"; not valid: {'; '.join(view['details'])}"
+        return None, "; ".join(view.details) or "no training tokens"
+    valid = "" if view.valid else f"; not valid: {'; '.join(view.details)}"
     return joules / tokens, (
-        f"{joules:.1f} J over {len(view['devices'])} device(s) ÷ {tokens:,} training tokens{valid}"
+        f"{joules:.1f} J over {len(view.devices)} device(s) ÷ {tokens:,} training tokens{valid}"
     )
 
 

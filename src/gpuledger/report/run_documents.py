@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from gpuledger.cost.pricing.document import EfficiencyDoc
 from gpuledger.cost.pricing.efficiency import run_efficiency
-from gpuledger.cost.pricing.runview import energy_view
+from gpuledger.cost.pricing.runview import EnergyView, energy_view
 from gpuledger.quantity import Quantity
 from gpuledger.records import RunInfo, RunSummary
 from gpuledger.records.kinds import kind_of_spec, kind_of_summary
@@ -205,7 +205,7 @@ class ShowDocument(_Doc):
     output_tokens_per_s: QuantityDoc
     rate: QuantityDoc
     work: list[WorkDoc] = Field(default_factory=list)
-    energy: JsonObject
+    energy: EnergyView
     efficiency: EfficiencyDoc
 
     @classmethod

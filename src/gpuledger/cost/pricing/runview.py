@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from gpuledger.records import RunInfo
 
 GPU_VENDORS = ("nvidia", "amd")
@@ -141,7 +143,39 @@ NO_POWER = "no_power_readings"  # a device that served it has no power or energy
 RECORDED_INVALID = "recorded_invalid"  # stored before the reason codes: see the device's validity_reason
 
 
-def energy_view(run: RunInfo) -> dict[str, Any]:
+class DeviceEnergy(BaseModel):
+    """One device that served the run: its energy in the window (None: not measured), how, whether it is
+    valid (``reasons``: why not), how it was found to serve the run, and its telemetry sources."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    device: str
+    name: str
+    energy_j: float | None
+    method: str | None
+    valid: bool
+    reasons: list[str]
+    assigned_by: str | None
+    sources: list[str]
+
+
+class EnergyView(BaseModel):
+    """The run's energy over the devices that served it (``show --json``'s ``energy``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    valid: bool
+    reasons: list[str]
+    details: list[str]
+    joules: float | None
+    unit: str = "J"
+    methods: list[str]
+    basis: str | None
+    devices: list[DeviceEnergy]
+    sources: list[str]
+
+
+def energy_view(run: RunInfo) -> EnergyView:
     """The run's energy as ``show --json`` gives it (``energy``): over the devices that served it (the
     GPUs it used, else its CPU), ``valid`` (every one of them valid, none missing, every one measured),
     ``reasons`` (the codes of ``gpuledger.telemetry.energy.REASON_CODES``, plus ``no_telemetry``,
@@ -153,7 +187,7 @@ def energy_view(run: RunInfo) -> dict[str, Any]:
              ) if used else ("cpu" if devs else None)
     reasons: list[str] = []
     details: list[str] = []
-    per_device: list[dict[str, Any]] = []
+    per_device: list[DeviceEnergy] = []
     for d in devs:
         codes = list(d.reasons) or ([RECORDED_INVALID] if not d.power_valid else [])
         if d.energy_j is None and NO_POWER not in codes and "device_missing" not in codes:
@@ -161,26 +195,25 @@ def energy_view(run: RunInfo) -> dict[str, Any]:
         reasons.extend(c for c in codes if c not in reasons)
         if codes:
             details.append(f"{d.key}: {d.validity_reason or d.unavailable_power or ', '.join(codes)}")
-        per_device.append({"device": d.key, "name": d.name, "energy_j": d.energy_j, "method": d.energy_method,
-                           "valid": not codes, "reasons": codes, "assigned_by": d.assigned_by,
-                           "sources": list(d.sources)})
+        per_device.append(DeviceEnergy(device=d.key, name=d.name, energy_j=d.energy_j, method=d.energy_method,
+                                       valid=not codes, reasons=codes, assigned_by=d.assigned_by,
+                                       sources=list(d.sources)))
     if not devs:
         reasons.append(NO_TELEMETRY)
         details.append("the run has no telemetry of the devices that served it")
     energies = [d.energy_j for d in devs]
     joules = sum(e for e in energies if e is not None) if devs and all(e is not None for e in energies) \
         else None
-    return {
-        "valid": not reasons,
-        "reasons": reasons,
-        "details": details,
-        "joules": joules,
-        "unit": "J",
-        "methods": sorted({d.energy_method for d in devs if d.energy_method}),
-        "basis": basis,
-        "devices": per_device,
-        "sources": sorted({s for d in devs for s in d.sources}),
-    }
+    return EnergyView(
+        valid=not reasons,
+        reasons=reasons,
+        details=details,
+        joules=joules,
+        methods=sorted({d.energy_method for d in devs if d.energy_method}),
+        basis=basis,
+        devices=per_device,
+        sources=sorted({s for d in devs for s in d.sources}),
+    )
 
 
 def cpu_device(run: RunInfo) -> DeviceView | None:
