@@ -9,13 +9,13 @@ import typer
 
 from gpuledger.cli.common import DbOpt, JsonOpt, console, print_json, warn
 from gpuledger.cli.cost_render import render_comparison, render_cost
-from gpuledger.cli.groups import any_group, compare_group_args, cost_group
+from gpuledger.cli.groups import any_group, cost_group
 from gpuledger.errors import NotFoundError, StoreError, UsageError
 
 if TYPE_CHECKING:
     from gpuledger.catalog import Catalog, GpuSpec
-    from gpuledger.cost import CostProfile, RunCost
-    from gpuledger.records import DoctorRunRecord, RunInfo
+    from gpuledger.cost import RunCost
+    from gpuledger.records import RunInfo
     from gpuledger.store import Store
 
 NA = "—"
@@ -38,16 +38,6 @@ def _open(db: str | None) -> Store:
     return open_store(db)
 
 
-def _doctor_records(store: Store, profile: CostProfile) -> list[DoctorRunRecord] | None:
-    return store.list_doctor_runs() if profile.from_doctor_history else None
-
-
-def _profile_for(run: RunInfo, name: str | None, catalog: Catalog) -> CostProfile:
-    from gpuledger.cost import default_profile_for, load_profile
-
-    return load_profile(name, catalog) if name else default_profile_for(run, catalog)
-
-
 def _cost(
     store: Store,
     run: RunInfo,
@@ -58,20 +48,10 @@ def _cost(
     gpus: int | None = None,
     gpu: str | None = None,
 ) -> RunCost:
-    from gpuledger.cost import cost_of_run
-    from gpuledger.cost.pricing.operating import DEFAULT_ATTAINMENT
+    from gpuledger.cost.stored import price_run  # what gpuledger serve prices with too
 
-    profile = _profile_for(run, profile_name, catalog)
-    return cost_of_run(
-        run,
-        profile,
-        catalog=catalog,
-        doctor_records=_doctor_records(store, profile),
-        stage=stage,
-        slo_attainment=DEFAULT_ATTAINMENT if slo_attainment is None else slo_attainment,
-        gpus=gpus,
-        gpu=gpu,
-    )
+    return price_run(store, run, profile_name, catalog, stage=stage, slo_attainment=slo_attainment, gpus=gpus,
+                     gpu=gpu)
 
 
 def cost_cmd(
@@ -218,35 +198,26 @@ def compare_cmd(
 ) -> None:
     """Compare cost efficiency: the ratio, its decomposition, break-even values, sensitivity, warnings."""
     from gpuledger.catalog import load_catalog
-    from gpuledger.cost import compare
+    from gpuledger.cost.stored import compare_stored  # gpuledger serve's /api/compare answers the same
 
     if len(runs) < 2:
         raise UsageError("compare needs at least two runs")
     per_run, default = parse_profile_args(profile or [], runs)
     catalog = load_catalog()
-    store = _open(db)
-    try:
-        if any_group(runs):  # groups of repeats: the ratio of their means with its interval
-            compare_group_args(
-                store, runs, lambda arg, r: _cost(store, r, per_run.get(arg, default), catalog), basis,
-                json_out=json_out,
-            )
-            return
-        costs = []
-        for arg in runs:
-            run = store.get_run(arg)
-            costs.append(_cost(store, run, per_run.get(arg, default), catalog))
-    finally:
-        store.close()
-    comp = compare(costs, basis=basis)
-    from gpuledger.cli.published_cmds import render_repricing, repricing_of, with_repricing
-
-    repriced = repricing_of(comp, catalog)
+    with _open(db) as store:
+        # Runs, or groups of repeats (the ratio of their means with its interval).
+        result = compare_stored(store, runs, lambda arg: per_run.get(arg, default), catalog, basis)
     if json_out:
-        print_json(with_repricing(comp.document().model_dump(mode="json"), repriced))
-    else:
-        render_comparison(comp)
-        render_repricing(repriced)
+        print_json(result.to_dict())
+    elif result.groups is not None:
+        from gpuledger.report.groups import print_group_comparison
+
+        print_group_comparison(result.groups, console)
+    elif result.comparison is not None:
+        from gpuledger.cli.published_cmds import render_repricing
+
+        render_comparison(result.comparison)
+        render_repricing(list(result.repricing))
 
 
 # ------------------------------------------------------------------------------------- gpus, profiles

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from gpuledger.cli.common import console, print_json, warn
-from gpuledger.errors import StoreError, UsageError
+from gpuledger.errors import StoreError
 
 if TYPE_CHECKING:
     from gpuledger.cost import RunCost
@@ -47,32 +47,6 @@ def cost_group(
         print_json(group.document().model_dump(mode="json"))
     else:
         print_group(group, console)
-
-
-def compare_group_args(
-    store: Store,
-    refs: Sequence[str],
-    price: Callable[[str, RunInfo], RunCost],
-    basis: str | None,
-    *,
-    json_out: bool,
-) -> None:
-    """``compare A B`` where A or B is a group (a run stands as a group of one): the ratio of their means
-    with its interval."""
-    from gpuledger.cost.comparison.groups import compare_groups, resolve_all, summarize_group
-    from gpuledger.report.groups import print_group_comparison
-
-    if len(refs) != 2:
-        raise UsageError(f"compare of groups takes two arguments (groups or runs), got {len(refs)}")
-    sides = [
-        summarize_group(found.name, found.runs, [price(ref, run) for run in found.runs])
-        for ref, found in zip(refs, resolve_all(store, refs), strict=True)
-    ]
-    comparison = compare_groups(sides[0], sides[1], basis)
-    if json_out:
-        print_json(comparison.document().model_dump(mode="json"))
-    else:
-        print_group_comparison(comparison, console)
 
 
 def run_repeats(n: int, one: Callable[[Mapping[str, Any]], RunInfo]) -> tuple[str, list[RunInfo]]:
@@ -119,4 +93,4 @@ def expand(store: Store, refs: Sequence[str]) -> list[str]:
     return [run.id for found in resolve_all(store, refs) for run in found.runs]
 
 
-__all__ = ["any_group", "compare_group_args", "cost_group", "expand", "print_repeats", "run_repeats"]
+__all__ = ["any_group", "cost_group", "expand", "print_repeats", "run_repeats"]

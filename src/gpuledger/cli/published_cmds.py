@@ -13,7 +13,6 @@ from gpuledger.cli.common import DbOpt, JsonOpt, console, err_console, print_jso
 
 if TYPE_CHECKING:
     from gpuledger.catalog import Catalog
-    from gpuledger.cost import Comparison
     from gpuledger.cost.comparison.repricing import Repricing
     from gpuledger.cost.headlines import HeadlineOffer
     from gpuledger.records import RunInfo
@@ -155,20 +154,6 @@ def render_offers(offers: list[HeadlineOffer]) -> None:
 
 
 # ---- the re-priced comparison (compare) ------------------------------------------------------------
-def repricing_of(comp: Comparison, catalog: Catalog) -> list[Repricing]:
-    """The comparison's pairs of published points re-priced ([] when it has none)."""
-    from gpuledger.cost.comparison.repricing import reprice
-
-    return reprice(comp, catalog)
-
-
-def with_repricing(doc: dict[str, Any], found: list[Repricing]) -> dict[str, Any]:
-    """``compare --json`` with its ``published_repricing`` section (when a pair has one)."""
-    from gpuledger.cost.comparison.repricing import repricing_document
-
-    return {**doc, "published_repricing": repricing_document(found).model_dump(mode="json")} if found else doc
-
-
 def render_repricing(found: list[Repricing]) -> None:
     """For each pair of published points: the published ratio (the publisher's tiers), the user's, and
     the parts of the pricing that moved it."""
