@@ -5,7 +5,9 @@ What it guarantees (docs/contracts.md, "What is stored when the store is locked 
 range"): a store locked by another process is retried while the run lasts, with the finished requests
 kept in memory up to ``BACKLOG_LIMIT_BYTES``; a request the store cannot keep as it is (a count outside
 0 … 2³¹−1, a non-finite time) is stored as failed with the reason, without taking the rest of its batch
-with it; anything else is the run's failure (``StoreThread.error``), never a dead thread.
+with it; a run deleted from under the writer (``gpuledger delete --force``) is stored again under its id
+(``restore``) and the writes go on, what went with the deletion counted (``lost``); anything else is the
+run's failure (``StoreThread.error``), never a dead thread.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from gpuledger.errors import GpuledgerError, InvalidInputError, StoreError
+from gpuledger.errors import GpuledgerError, InvalidInputError, NotFoundError, StoreError
 from gpuledger.records import RequestRecord, RunInfo, TelemetrySample
 from gpuledger.store.engine import StoreLockedError
 from gpuledger.store.exchange import request_problems, storable
@@ -64,6 +66,8 @@ _BYTES_PER_CHUNK = 32  # a float in a list, and an int when the chunk's token co
 MAX_BATCH = 2000
 # The prefix of the error of a request stored without the values the store cannot keep.
 UNSTORABLE = "values the store cannot keep"
+# How many times a run deleted from under its writer is stored again before that is the run's failure.
+MAX_RESTORES = 3
 
 Warn = Callable[[str], None]
 
@@ -80,12 +84,17 @@ class StoreThread(threading.Thread):
     (``lock_waits``, ``waited_s``), a request the store cannot keep as it is is stored as failed with
     the reason (``stored_as_failed``), and anything else is ``error``, the run's failure."""
 
-    def __init__(self, store: StoreLike, run_id: str, warn: Warn, backlog_limit_bytes: int) -> None:
+    def __init__(self, store: StoreLike, run_id: str, warn: Warn, backlog_limit_bytes: int,
+                 restore: Callable[[], None] | None = None) -> None:
         super().__init__(name="gpuledger-store-writer", daemon=True)
         self.store = store
         self.run_id = run_id
         self.warn = warn
         self.backlog_limit_bytes = backlog_limit_bytes
+        # Stores the run again under its id when it was deleted from under the writer (RunWriter's).
+        self.restore = restore
+        self.restores = 0
+        self.lost = 0  # finished requests that were saved, then deleted with the run
         self.q: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.pending: list[RequestRecord] = []
         self.pending_bytes = 0
@@ -121,8 +130,9 @@ class StoreThread(threading.Thread):
 
     @property
     def unsaved(self) -> int:
-        """Finished requests that were given to the writer and are not in the store."""
-        return self.added - self.written
+        """Finished requests that were given to the writer and are not in the store (nor were, before a
+        deletion of the run took them: ``lost``)."""
+        return self.added - self.written - self.lost
 
     def run(self) -> None:
         try:
@@ -190,6 +200,8 @@ class StoreThread(threading.Thread):
             self.store.heartbeat(self.run_id, lock_wait_s=LOCK_ATTEMPT_S)
         except StoreLockedError:
             pass  # only a sign of life: the next write refreshes it
+        except NotFoundError:
+            self.restored()
         except GpuledgerError as exc:
             self._fail(exc, fatal=True)
 
@@ -205,6 +217,9 @@ class StoreThread(threading.Thread):
         except StoreLockedError as exc:
             self._locked(exc)
             return
+        except NotFoundError:
+            self.restored()  # deleted from under the writer: the next pass writes the batch again
+            return
         except InvalidInputError:
             self._store_as_failed(batch)  # the next pass writes the batch with the bad ones replaced
             return
@@ -218,6 +233,26 @@ class StoreThread(threading.Thread):
             self.waited_s += time.monotonic() - self._locked_since
             self._locked_since = None
             self._pause = RETRY_MIN_S
+
+    def restored(self) -> bool:
+        """The run is gone from the store (``gpuledger delete --force`` while it was written): store it
+        again under its id (``restore``) and count the requests that went with it (``lost``); False, and
+        the run's failure, when it cannot be (no ``restore``, it failed, it was deleted again and again)."""
+        if self.restore is None or self.restores >= MAX_RESTORES:
+            self._fail(StoreError(f"run {self.run_id} was deleted while it was being written"), fatal=True)
+            return False
+        try:
+            self.restore()
+        except GpuledgerError as exc:
+            self._fail(StoreError(f"run {self.run_id} was deleted while it was being written and could not "
+                                  f"be stored again: {exc.message}"), fatal=True)
+            return False
+        self.restores += 1
+        self.lost += self.written
+        self.written = 0
+        self._say(f"run {self.run_id} was deleted while it was being written (gpuledger delete --force): "
+                  f"stored again under its id; the {self.lost:,} finished requests saved before went with it")
+        return True
 
     def _locked(self, exc: StoreLockedError) -> None:
         now = time.monotonic()

@@ -40,7 +40,7 @@ from gpuledger.bench.request_writer import (
 )
 from gpuledger.bench.validity import schedule_summary, verdict
 from gpuledger.engines.base import GenResult
-from gpuledger.errors import GpuledgerError, StoreError
+from gpuledger.errors import GpuledgerError, NotFoundError, StoreError
 from gpuledger.facts.cpu import usable_cpus
 from gpuledger.records import RequestRecord, RunInfo, RunStatus, RunSummary, TelemetrySample
 from gpuledger.records.environment import load_environment
@@ -193,13 +193,15 @@ class RunWriter:
             self._stop_telemetry()
             raise
         info.id = self.run_id
-        self._thread = StoreThread(self.store, self.run_id, self._warn, self.backlog_limit_bytes)
+        self._thread = StoreThread(self.store, self.run_id, self._warn, self.backlog_limit_bytes,
+                                   restore=self._restore)
         self._thread.start()
         # The measured window starts here: the run's clock, telemetry and the client CPU baseline.
         self.t0 = time.perf_counter()
         self.t0_monotonic = time.monotonic()
         try:
-            self.store.update_run(self.run_id, started_at=datetime.now(UTC))
+            info.started_at = datetime.now(UTC)
+            self.store.update_run(self.run_id, started_at=info.started_at)
         except BaseException:
             self._thread.stop(0.0)
             self._stop_telemetry()
@@ -210,6 +212,32 @@ class RunWriter:
             ).start()
         self._cpu0 = _cpu_now(self._proc)
         return self.run_id
+
+    def _restore(self) -> None:
+        """Store the run again under its id, as it was created (status ``running``, this process its
+        writer): it was deleted while being written (``gpuledger delete --force``). Its requests written
+        before went with it; what is measured from now on is kept."""
+        self.store.create_run(replace(self.info, id=self.run_id, status="running"))
+
+    def _still_stored(self) -> None:
+        """Before ``finish`` writes the run: a run deleted since the writer thread's last write is stored
+        again (``StoreThread.restored``)."""
+        try:
+            self.store.get_run(self.run_id)
+        except NotFoundError:
+            if self._thread is not None:
+                self._thread.restored()
+
+    def _deleted(self) -> StoreError | None:
+        """What a deletion of the run while it was written cost (None when there was none)."""
+        thread = self._thread
+        if thread is None or not thread.restores:
+            return None
+        return StoreError(
+            f"run {self.run_id} was deleted while it was being written (gpuledger delete --force) and stored "
+            f"again under its id: the {thread.lost:,} finished requests saved before went with it",
+            hint="a run being written is not deleted without --force (docs/store.md)",
+        )
 
     def _open_telemetry(self) -> list[Sampler]:
         if not self.telemetry and not self.telemetry_from:
@@ -369,7 +397,8 @@ class RunWriter:
         if thread is not None:
             thread.stop(flush_s)
             thread.join(flush_s + LOCK_ATTEMPT_S + FINAL_WRITE_MIN_S)
-        write_error = self._write_error(flush_s)
+        self._still_stored()
+        write_error = self._write_error(flush_s) or self._deleted()
 
         def lock_wait() -> float:
             return max(deadline - time.monotonic(), FINAL_WRITE_MIN_S)
@@ -449,12 +478,16 @@ class RunWriter:
         return None
 
     def _saved_text(self, stored: int) -> str:
-        unsaved = self._thread.unsaved if self._thread is not None else 0
-        return f"{stored} of {stored + unsaved} finished requests saved"
+        thread = self._thread
+        missing = thread.unsaved + thread.lost if thread is not None else 0
+        return f"{stored} of {stored + missing} finished requests saved"
 
     def _store_notes(self, client: dict[str, Any]) -> None:
         """What the store did to the run's requests, in ``client`` (``store``; ``warnings``)."""
         thread = self._thread
+        deleted = self._deleted()
+        if deleted is not None:  # the stored run says why it is incomplete
+            client.setdefault("warnings", []).append(deleted.message)
         if thread is None or not (thread.lock_waits or thread.stored_as_failed):
             return
         client["store"] = {

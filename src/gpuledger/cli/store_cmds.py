@@ -447,13 +447,15 @@ def export(
 
 def delete(
     run: Annotated[str, typer.Argument(help="Run id or unambiguous prefix.")],
+    force: Annotated[bool, typer.Option("--force", help="Delete a run that reads as running (its writer "
+                                                        "alive, or seen alive from another host).")] = False,
     db: DbOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Delete a run with its requests, telemetry and cost evaluations."""
     with _open(db) as store:
         info = store.get_run(run)
-        store.delete_run(info.id)
+        store.delete_run(info.id, force=force)  # a run being written is refused (store.liveness)
     if json_out:
         print_json({"deleted": info.id, "requests": info.num_requests})
     else:

@@ -4,6 +4,9 @@ A run records who writes it: host name, PID namespace, PID and the process start
 the same host and PID namespace asks the kernel whether that process (the same one, not a reused
 PID) still exists. A reader elsewhere cannot, and uses the heartbeat instead: the run's
 ``updated_at``, refreshed by every write, must be younger than ``STALE_AFTER_S``.
+
+A run whose writer is alive is not deleted (``Store.delete_run``: :class:`RunBeingWritten`, exit 4,
+unless forced); :func:`who_writes` says who holds it.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import psutil
+
+from gpuledger.errors import InvalidInputError
 
 # A writer seen from another host counts as gone after this long without a write.
 STALE_AFTER_S = 600.0
@@ -74,3 +79,20 @@ def _local_process_alive(writer: Writer) -> bool | None:
         return None
     # A different start time means the PID now belongs to another process.
     return writer.started is None or abs(started - writer.started) <= _START_TOLERANCE_S
+
+
+class RunBeingWritten(InvalidInputError):
+    """A ``running`` run whose writer is alive, which a delete would pull from under it (exit 4)."""
+
+
+def who_writes(writer: Writer | None, updated_at: datetime, now: datetime) -> str:
+    """Who is writing a run whose writer is alive, in words: ``process 1234 on this host`` or
+    ``host gpu-7, last written 12 s ago``."""
+    if writer is None:
+        return "no recorded writer"
+    here = current_writer()
+    if writer.host == here.host and writer.pidns == here.pidns and _local_process_alive(writer) is not None:
+        return f"process {writer.pid} on this host"
+    age = max((now - updated_at).total_seconds(), 0.0)
+    return (f"host {writer.host[:64]}, last written {age:.0f} s ago (a writer elsewhere counts as alive for "
+            f"{STALE_AFTER_S / 60:g} minutes after its last write)")
