@@ -24,12 +24,9 @@ Kubernetes Indexed Job's pod runs (``bench.matrix_k8s``).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import FrameType
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -45,6 +42,7 @@ from gpuledger.bench.matrix_cell import (
     telemetry_env_name,
     url_env_name,
 )
+from gpuledger.bench.matrix_state import CellOutcome, State, first_signal_stops, resume_hint
 from gpuledger.bench.runner import Fingerprint
 from gpuledger.errors import Interrupted, MissingDependencyError, UsageError
 from gpuledger.records.spec import dump_spec
@@ -57,31 +55,6 @@ IN_PROCESS = "none"
 BACKENDS = ("ray", "slurm")
 Backend = Literal["ray", "slurm"]
 _DOC = ConfigDict(extra="forbid")
-
-
-class SlurmTaskInfo(BaseModel):
-    """Where a cell ran on Slurm: its array task's job id, its log file and the log's last lines."""
-
-    model_config = _DOC
-
-    job_id: str
-    log: str | None = None
-    log_tail: list[str] = []
-
-
-class CellOutcome(BaseModel):
-    """How one cell × repeat ended in this invocation."""
-
-    model_config = _DOC
-
-    key: str
-    repeat: int
-    status: Literal["complete", "failed", "incomplete", "skipped", "not run"]
-    run_id: str | None = None
-    reason: str | None = None
-    attempt: int = 0
-    interrupted: bool = False
-    slurm: SlurmTaskInfo | None = None
 
 
 class RunCounts(BaseModel):
@@ -147,14 +120,6 @@ class MatrixRun:
 
     def to_dict(self) -> dict[str, Any]:
         return self.document().model_dump(mode="json")
-
-
-@dataclass
-class State:
-    """Whether the matrix is being stopped, and whether that was announced (store, events) yet."""
-
-    stopping: bool = False
-    announced: bool = False
 
 
 def _prepare(store: Store, loaded: LoadedPlan, resume: str | None) -> tuple[str, bool]:
@@ -226,8 +191,7 @@ def plan_runs(loaded: LoadedPlan, target: str | None = None) -> list[tuple[Cell,
             for r in range(1, loaded.repeat + 1)]
 
 
-def resume_hint(where: str, matrix_id: str) -> str:
-    return f"gpuledger matrix {where} --resume {matrix_id}"
+
 
 
 def check_where(ray: str, backend: str) -> bool:
@@ -323,28 +287,6 @@ def _in_process(tasks: list[tuple[CellTask, Cell]], environment: Fingerprint | N
         if out.get("interrupted"):
             state.stopping = True
             stopping()
-
-
-@contextlib.contextmanager
-def first_signal_stops(state: State) -> Iterator[None]:
-    """While cells run elsewhere (Ray, Slurm): the first Ctrl-C / SIGTERM sets ``state.stopping``; the next
-    raises."""
-    previous: dict[signal.Signals, Any] = {}
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        if state.stopping:
-            raise KeyboardInterrupt(signal.Signals(signum).name)
-        state.stopping = True
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(ValueError, OSError):  # not the main thread: nothing is installed
-            previous[sig] = signal.signal(sig, handler)
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            with contextlib.suppress(ValueError, OSError):
-                signal.signal(sig, old)
 
 
 def _on_ray(store: Store, tasks: list[tuple[CellTask, Cell]], environment: Fingerprint | None, state: State,

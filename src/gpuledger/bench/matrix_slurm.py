@@ -36,8 +36,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from gpuledger.bench import slurm
 from gpuledger.bench.matrix import Cell, LoadedPlan
 from gpuledger.bench.matrix_cell import CellTask, execute_cell, outcome
-from gpuledger.bench.matrix_run import CellOutcome, State, first_signal_stops, resume_hint
 from gpuledger.bench.matrix_sections import SlurmSection
+from gpuledger.bench.matrix_state import CellOutcome, State, first_signal_stops, resume_hint
 from gpuledger.bench.runner import Fingerprint
 from gpuledger.errors import InvalidInputError, ResourceError, UsageError
 from gpuledger.facts.runner import Runner
