@@ -38,6 +38,7 @@ SMALL: dict[str, tuple[list[str], str]] = {
         ["--rounds", "5", "--steps", "1", "--seq-len", "16", "--batch", "1"], "engine median"
     ),
     "diffusers_overhead.py": (["--rounds", "1", "--images", "1", "--steps", "1", "--size", "32"], "median:"),
+    "serve_load.py": (["--runs", "300", "--clients", "4", "--requests", "8"], "serve load:"),
 }
 NEEDS_TORCH = {"torch_engine_overhead.py", "train_overhead.py", "diffusers_overhead.py"}
 

@@ -65,6 +65,9 @@ COMMANDS: tuple[CommandEntry, ...] = (
     CommandEntry("monitor", _C + "monitor_cmd",
                  "Serve GPU/CPU utilisation, memory, power, energy, temperature and live cost as "
                  "Prometheus metrics."),
+    CommandEntry("serve", _C + "serve_cmd",
+                 "Serve a read-only web dashboard of the store: runs, reports, comparisons, matrices, trends "
+                 "and published points, with a JSON API of the same documents as --json."),
     CommandEntry("runs", _C + "store_cmds",
                  "List stored runs, newest first: id, when, label, engine, model, status, requests, output"
                  " rate."),

@@ -63,7 +63,7 @@ class RunQuery(BaseModel):
     page: int = Field(default=1, ge=1, le=MAX_PAGE)
     per_page: int = Field(default=50, ge=1, le=MAX_PER_PAGE)
 
-    @field_validator("label", "model", "engine", "kind", "gpu", mode="before")
+    @field_validator("label", "model", "engine", "kind", "gpu", "since", "until", mode="before")
     @classmethod
     def _empty_is_none(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value

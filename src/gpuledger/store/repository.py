@@ -28,10 +28,10 @@ from gpuledger.store.engine import (
 )
 from gpuledger.store.ids import MIN_PREFIX, check_run_id, new_run_id
 from gpuledger.store.listing import RunPage, RunQuery, RunRow
-from gpuledger.store.liveness import RunBeingWritten, Writer, current_writer, who_writes, writer_alive
+from gpuledger.store.liveness import Writer, current_writer, writer_alive
 from gpuledger.store.matrix import MatrixCells
 from gpuledger.store.migrate import HEAD, current_revision, ensure_schema
-from gpuledger.store.models import cost_evaluations, doctor_runs, requests, runs, telemetry
+from gpuledger.store.models import cost_evaluations, doctor_runs, matrices, requests, runs, telemetry
 
 _ID_ATTEMPTS = 8
 _AMBIGUOUS_SHOWN = 10
@@ -433,8 +433,8 @@ class Store(MatrixCells):
         ordered = column.asc() if query.order == "asc" else column.desc()
         if query.sort in _NULLABLE_SORTS:
             ordered = ordered.nulls_last()
-        tie = runs.c.id.asc() if query.order == "asc" else runs.c.id.desc()
-        select = (sa.select(*_ROW_COLUMNS).where(*where).order_by(ordered, tie)
+        # Ties in id order, as ``list_runs`` breaks them (the first page of the newest is ``runs --limit N``).
+        select = (sa.select(*_ROW_COLUMNS).where(*where).order_by(ordered, runs.c.id)
                   .limit(query.per_page).offset(query.offset))
         with self._tx("listing runs") as conn:
             total = conn.execute(sa.select(sa.func.count()).select_from(runs).where(*where)).scalar_one()
@@ -461,6 +461,33 @@ class Store(MatrixCells):
                 ).scalars().all()
                 out[name] = [str(v) for v in values]
         return out
+
+    def run_version(self, id_or_prefix: str) -> tuple[str, datetime, RunStatus]:
+        """``(id, updated_at, status)`` of the run: ``updated_at`` moves with every write to the run (its
+        requests, telemetry, summary), so a view made from it holds while it has not moved."""
+        with self._tx("reading a run") as conn:
+            run_id = self._resolve(conn, id_or_prefix)
+            row: Any = conn.execute(
+                sa.select(runs.c.updated_at, runs.c.status, runs.c.writer_host, runs.c.writer_pid,
+                          runs.c.writer_pidns, runs.c.writer_started).where(runs.c.id == run_id)
+            ).one()
+        return run_id, row.updated_at, self._status_of(row, _now())
+
+    def doctor_version(self) -> tuple[int, int | None]:
+        """How many doctor runs the store holds and the newest one's id: the setup-labour ledger a price may
+        read has not changed while these have not."""
+        with self._tx("listing doctor runs") as conn:
+            count, newest = conn.execute(sa.select(sa.func.count(), sa.func.max(doctor_runs.c.id))).one()
+        return int(count), None if newest is None else int(newest)
+
+    def list_matrices(self, limit: int = 500) -> list[tuple[str, datetime, str]]:
+        """The benchmark matrices in the store, newest first: ``(id, created_at, status)``."""
+        with self._tx("listing matrices") as conn:
+            rows = conn.execute(
+                sa.select(matrices.c.id, matrices.c.created_at, matrices.c.status)
+                .order_by(matrices.c.created_at.desc(), matrices.c.id).limit(limit)
+            ).all()
+        return [(str(i), created, str(status)) for i, created, status in rows]
 
     def get_runs(self, ids: Sequence[str]) -> RunList:
         """The runs of these exact ids, in the order given (an id not in the store is left out); a row
@@ -490,26 +517,10 @@ class Store(MatrixCells):
             value = conn.execute(sa.select(runs.c.env_hash).where(runs.c.id == run_id)).scalar_one()
         return None if value is None else str(value)
 
-    def delete_run(self, id_or_prefix: str, *, force: bool = False) -> str:
-        """Delete a run and everything stored with it; returns its id. A run being written (``running``,
-        its writer alive: ``store.liveness``) is refused with ``RunBeingWritten`` (exit 4), in the same
-        transaction as the delete; ``force`` deletes it all the same (its bench then stores it again:
-        ``bench.writer``)."""
+    def delete_run(self, id_or_prefix: str) -> str:
+        """Delete a run and everything stored with it; returns its id."""
         with self._tx("deleting a run", write=True) as conn:
             run_id = self._resolve(conn, id_or_prefix)
-            row: Any = conn.execute(
-                sa.select(runs.c.status, runs.c.updated_at, runs.c.writer_host, runs.c.writer_pid,
-                          runs.c.writer_pidns, runs.c.writer_started).where(runs.c.id == run_id)
-            ).one()
-            now = _now()
-            if not force and self._status_of(row, now) == "running":
-                writer = (Writer(row.writer_host, row.writer_pid, row.writer_pidns, row.writer_started)
-                          if row.writer_host is not None and row.writer_pid is not None else None)
-                raise RunBeingWritten(
-                    f"run {run_id} is being written ({who_writes(writer, row.updated_at, now)}): not deleted",
-                    hint=f"let it finish or stop it (Ctrl-C where it runs); `gpuledger delete {run_id} "
-                    "--force` deletes it anyway (its bench stores it again with what it measures after)",
-                )
             for table in (requests, telemetry, cost_evaluations):
                 conn.execute(sa.delete(table).where(table.c.run_id == run_id))
             conn.execute(sa.delete(runs).where(runs.c.id == run_id))
