@@ -54,6 +54,7 @@ def test_an_image_runs_report_says_nothing_of_inference_in_any_format(
         assert "Per image (measured window)" in text  # the image section's table (its headers wrap)
     md = texts["markdown"]
     assert "| ok requests | failed | error rate (%) | window (s) | images | images/s | images/min |" in md
+    assert "**Cost per run**" in md  # priced: the answer's and the cost's words are the kind's too
     assert "## Latency distributions" not in md and "## Throughput" not in md and "## Server state" not in md
     assert "What a unit of work (images) costs" in md
 

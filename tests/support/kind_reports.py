@@ -28,10 +28,17 @@ CLI = Callable[..., tuple[int, str, str]]
 _SCRIPT = re.compile(r"<script\b.*?</script>", re.S)
 
 
+# A CPU run priced as a cloud instance of this machine's architecture (the runs the tests make are CPU runs):
+# the answer and the cost section show a price.
+CPU_PROFILE = "cpu-cloud-x86_64"
+
+
 def report_texts(cli: CLI, run_ids: list[str], tmp_path: Path) -> dict[str, str]:
-    """``gpuledger report RUN...`` on the terminal, with ``--md`` and with ``--html``: format -> text."""
+    """``gpuledger report RUN... --profile CPU_PROFILE`` on the terminal, with ``--md`` and with ``--html``:
+    format -> text."""
     md, html = tmp_path / "report.md", tmp_path / "report.html"
-    code, terminal, err = cli("report", *run_ids, "--md", str(md), "--html", str(html))
+    files = ("--md", str(md), "--html", str(html))
+    code, terminal, err = cli("report", *run_ids, "--profile", CPU_PROFILE, *files)
     assert code == 0, err
     return {
         "terminal": terminal,

@@ -56,6 +56,7 @@ def test_a_training_runs_report_says_nothing_of_inference_in_any_format(
     md = texts["markdown"]
     header = "| ok steps | failed | error rate (%) | window (s) | training tokens | training tok/s |"
     assert header + " steps/s |" in md
+    assert "**Cost per run**" in md  # priced: the answer's and the cost's words are the kind's too
     assert "## Latency distributions" not in md and "## Throughput" not in md and "## Server state" not in md
     assert "What a unit of work (training tokens) costs" in md
 
