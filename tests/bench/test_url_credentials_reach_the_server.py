@@ -17,6 +17,7 @@ import pytest
 from hostile_server import HostileServer, completion_stream, stream_handler
 
 from gpuledger.cli.main import main
+from gpuledger.kinds.image.spec import ImageSpec
 from gpuledger.kinds.text.options import server_spec
 from gpuledger.records.spec import dump_spec
 from gpuledger.store import open_store
@@ -63,3 +64,13 @@ def test_a_settled_spec_keeps_the_password_and_its_dumps_do_not() -> None:
     assert dump_spec(spec, stored=True)["base_url"] == f"http://{USER}:***@127.0.0.1:9/v1"
     assert PASSWORD not in spec.model_dump_json() and PASSWORD not in repr(spec.model_dump())
     assert dump_spec(spec, keep_secrets=True)["base_url"] == spec.base_url  # for this run's own processes
+
+
+def test_an_image_specs_server_url_is_redacted_in_every_dump_but_the_runs_own() -> None:
+    url = f"http://{USER}:{PASSWORD}@127.0.0.1:9/v1"
+    spec = ImageSpec(engine="openai-images", base_url=url)
+    assert spec.base_url == url
+    assert dump_spec(spec, stored=True)["base_url"] == f"http://{USER}:***@127.0.0.1:9/v1"
+    assert PASSWORD not in spec.model_dump_json()
+    assert dump_spec(spec, keep_secrets=True)["base_url"] == url
+    assert dump_spec(spec, stored=True, keep_secrets=True)["base_url"] != url  # the store never keeps it
