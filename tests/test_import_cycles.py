@@ -1,7 +1,7 @@
 """No import cycle among the modules of any package (issue 27): inside a package the modules are layered
-too, so one can be read, tested and moved without the others that import it. A cycle is found with grimp (the graph
-import-linter builds: module-level, function-level and ``TYPE_CHECKING`` imports all count, so moving an
-import into a function does not hide one). Between the top-level packages the layers contract of
+too, so one can be read, tested and moved without the others that import it. A cycle is found with grimp
+(the graph import-linter builds: module-level, function-level and ``TYPE_CHECKING`` imports all count, so
+moving an import into a function does not hide one). Between the top-level packages the layers contract of
 pyproject.toml holds the order; the workload kinds (``gpuledger.kinds``) span those layers by design
 (records/kinds.py), so the top level is checked without them."""
 
@@ -40,7 +40,9 @@ def test_no_package_of_gpuledger_has_an_import_cycle_among_its_modules() -> None
     found.pop(ROOT, None)  # the top level: checked below, without the kinds that span its layers
     top = cycles(without(grimp.build_graph(ROOT, cache_dir=None), KINDS))
     found |= top
-    lines = [f"  {package}: " + ", ".join(f"{a} -> {b}" for a, b in sorted(pairs)) for package, pairs in found.items()]
+    lines = [
+        f"  {package}: " + ", ".join(f"{a} -> {b}" for a, b in sorted(pairs)) for package, pairs in found.items()
+    ]
     assert not found, "import cycles (package: the imports that would break them):\n" + "\n".join(lines)
 
 

@@ -289,8 +289,8 @@ class BenchSpec(SpecModel):
         return None
 
     def summarize(self, records: Sequence[RequestRecord]) -> RunSummary | None:
-        """This kind of run's summary of its stored requests (image generation: ``kinds.image.summary``); None:
-        text generation's (``bench.metrics.summarize``)."""
+        """This kind of run's summary of its stored requests (image generation: ``kinds.image.summary``);
+        None: text generation's (``bench.metrics.summarize``)."""
         return None
 
     @property
