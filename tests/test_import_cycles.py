@@ -40,9 +40,8 @@ def test_no_package_of_gpuledger_has_an_import_cycle_among_its_modules() -> None
     found.pop(ROOT, None)  # the top level: checked below, without the kinds that span its layers
     top = cycles(without(grimp.build_graph(ROOT, cache_dir=None), KINDS))
     found |= top
-    lines = [
-        f"  {package}: " + ", ".join(f"{a} -> {b}" for a, b in sorted(pairs)) for package, pairs in found.items()
-    ]
+    lines = [f"  {package}: " + ", ".join(f"{a} -> {b}" for a, b in sorted(pairs))
+             for package, pairs in found.items()]
     assert not found, "import cycles (package: the imports that would break them):\n" + "\n".join(lines)
 
 
