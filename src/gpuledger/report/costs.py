@@ -21,7 +21,7 @@ from gpuledger.errors import GpuledgerError
 from gpuledger.records import DoctorRunRecord, UnitInfo
 from gpuledger.report import fmt
 from gpuledger.report.model import Figure, Section, Series, Table
-from gpuledger.report.sections.base import RunData
+from gpuledger.report.rundata import RunData
 
 COMPONENTS: tuple[tuple[str, str], ...] = (
     ("capex", "hardware amortisation"),

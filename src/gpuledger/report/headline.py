@@ -31,7 +31,7 @@ from gpuledger.report.costs import Costs
 from gpuledger.report.groups import group_answer, group_comparison_answer, groups_in
 from gpuledger.report.kinds import report_of, report_of_summary
 from gpuledger.report.model import Answer, Section, Table
-from gpuledger.report.sections.base import RunData
+from gpuledger.report.rundata import RunData
 from gpuledger.report.verdict import verdict_fact, verdict_table, verdict_why
 
 MAX_WHY = 5

@@ -22,7 +22,7 @@ from gpuledger.records.units import unit_info
 from gpuledger.report import fmt
 from gpuledger.report.definitions import GENERIC_DEFINITIONS
 from gpuledger.report.model import Section
-from gpuledger.report.sections.base import RunData
+from gpuledger.report.rundata import RunData
 
 
 @dataclass(frozen=True, slots=True)

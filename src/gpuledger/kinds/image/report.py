@@ -16,7 +16,7 @@ from gpuledger.kinds.image.summary import ImageSummary
 from gpuledger.report import fmt
 from gpuledger.report.kinds import KindReport, ReportOptions, counts_cells
 from gpuledger.report.model import Section, Table, Thumb
-from gpuledger.report.sections.base import RunData
+from gpuledger.report.rundata import RunData
 
 ITEMS = "requests"
 

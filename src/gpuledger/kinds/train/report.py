@@ -17,7 +17,8 @@ from gpuledger.kinds.train.summary import TrainingSummary, step_of
 from gpuledger.report import fmt
 from gpuledger.report.kinds import KindReport, ReportOptions, counts_cells
 from gpuledger.report.model import Figure, Section, Table
-from gpuledger.report.sections.base import RunData, line_mode, xy_series
+from gpuledger.report.rundata import RunData
+from gpuledger.report.sections.base import line_mode, xy_series
 from gpuledger.report.series import bucket_means
 
 ITEMS = "steps"

@@ -3,48 +3,15 @@ the store a report reads, and the small helpers the sections share (tables from 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
-from gpuledger.records import DoctorRunRecord, RequestRecord, RunInfo, TelemetrySample
+from gpuledger.records import RunInfo
 from gpuledger.report import fmt
-from gpuledger.report.model import RunRef, Series, SeriesDash, SeriesMode, Table
+from gpuledger.report.model import Series, SeriesDash, SeriesMode, Table
 
 ACCELERATOR_VENDORS = ("nvidia", "amd")
-
-
-class ReportStore(Protocol):
-    """The part of ``gpuledger.store.Store`` a report reads."""
-
-    def get_run(self, id_or_prefix: str) -> RunInfo: ...
-
-    def get_requests(
-        self, id_or_prefix: str, *, chunks: bool = True, chunks_every: int = 1
-    ) -> list[RequestRecord]: ...
-
-    def get_telemetry(self, run_id: str) -> list[TelemetrySample]: ...
-
-    def list_doctor_runs(self, machine: str | None = None) -> list[DoctorRunRecord]: ...
-
-
-ProgressFn = Callable[[str], None]
-
-
-@dataclass
-class RunData:
-    """One run with everything read for it."""
-
-    info: RunInfo
-    ref: RunRef
-    summary_source: str
-    requests: list[RequestRecord]
-    telemetry: list[TelemetrySample]
-    profile: str | None
-    accelerators: int
-    accelerator_note: str
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def as_number(value: Any) -> float | None:

@@ -9,7 +9,8 @@ from typing import Any
 from gpuledger.records import DoctorRunRecord, RunInfo
 from gpuledger.report import fmt
 from gpuledger.report.model import Section, Table
-from gpuledger.report.sections.base import ACCELERATOR_VENDORS, RunData, aware, machine_of
+from gpuledger.report.rundata import RunData
+from gpuledger.report.sections.base import ACCELERATOR_VENDORS, aware, machine_of
 
 
 def _flatten(prefix: str, value: Any, out: dict[str, str]) -> None:

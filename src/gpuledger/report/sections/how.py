@@ -13,7 +13,8 @@ from gpuledger.records.units import unit_info
 from gpuledger.report import fmt
 from gpuledger.report.kinds import KindReport, by_kind, report_of
 from gpuledger.report.model import Section
-from gpuledger.report.sections.base import RunData, aligned, like_of, tabulate
+from gpuledger.report.rundata import RunData
+from gpuledger.report.sections.base import aligned, like_of, tabulate
 
 
 def _flags(names: Any) -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from gpuledger.records import DoctorRunRecord
 from gpuledger.report import fmt
 from gpuledger.report.model import Section, Table
-from gpuledger.report.sections.base import RunData, aware, machine_of, tabulate
+from gpuledger.report.rundata import RunData
+from gpuledger.report.sections.base import aware, machine_of, tabulate
 
 
 def labour_section(runs: list[RunData], doctor_runs: list[DoctorRunRecord]) -> Section:

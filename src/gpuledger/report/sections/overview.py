@@ -8,7 +8,8 @@ from __future__ import annotations
 from gpuledger.report import fmt
 from gpuledger.report.kinds import report_of
 from gpuledger.report.model import Section
-from gpuledger.report.sections.base import RunData, aligned, tabulate
+from gpuledger.report.rundata import RunData
+from gpuledger.report.sections.base import aligned, tabulate
 
 
 def overview_section(runs: list[RunData]) -> Section:

@@ -11,7 +11,8 @@ from typing import Any
 from gpuledger.records.units import UnitInfo
 from gpuledger.report import fmt
 from gpuledger.report.model import Figure, Section, Series
-from gpuledger.report.sections.base import RunData, aligned, as_number, line_mode, tabulate
+from gpuledger.report.rundata import RunData
+from gpuledger.report.sections.base import aligned, as_number, line_mode, tabulate
 from gpuledger.report.series import bucket_means
 
 # (figure key, title, y axis, scale, stored metrics drawn): GPUs report util_ratio, the CPU cpu_util_ratio.

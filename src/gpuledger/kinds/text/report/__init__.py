@@ -17,7 +17,7 @@ from gpuledger.kinds.text.report.throughput import throughput_section
 from gpuledger.kinds.text.summary import TextGenerationSummary
 from gpuledger.report import fmt
 from gpuledger.report.kinds import KindReport, counts_cells
-from gpuledger.report.sections.base import RunData
+from gpuledger.report.rundata import RunData
 
 ITEMS = "requests"
 

@@ -13,7 +13,8 @@ from gpuledger.records.itemstats import Latency
 from gpuledger.report import fmt
 from gpuledger.report.kinds import ReportOptions
 from gpuledger.report.model import Figure, Section, Series
-from gpuledger.report.sections.base import RunData, line_mode, tabulate
+from gpuledger.report.rundata import RunData
+from gpuledger.report.sections.base import line_mode, tabulate
 from gpuledger.report.series import cdf_points, stride_for
 
 # At most this many per-token gaps are drawn in the ITL distribution; beyond it, every k-th

@@ -14,7 +14,8 @@ from gpuledger.records.spec import ConcurrencyStage
 from gpuledger.report import fmt
 from gpuledger.report.kinds import ReportOptions
 from gpuledger.report.model import Figure, Section, Series, SeriesDash
-from gpuledger.report.sections.base import RunData, tabulate, xy_series
+from gpuledger.report.rundata import RunData
+from gpuledger.report.sections.base import tabulate, xy_series
 
 _STATE_WHAT = "server state (the server's own /metrics: requests running and waiting, KV cache, preemptions)"
 

@@ -14,7 +14,8 @@ from gpuledger.records import RunSummary
 from gpuledger.report import fmt
 from gpuledger.report.kinds import ReportOptions
 from gpuledger.report.model import Figure, Section
-from gpuledger.report.sections.base import RunData, tabulate, xy_series
+from gpuledger.report.rundata import RunData
+from gpuledger.report.sections.base import tabulate, xy_series
 from gpuledger.report.series import pareto_front
 
 
