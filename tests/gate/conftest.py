@@ -78,11 +78,22 @@ def paced(stream_server: ModuleType) -> Iterator[Callable[..., Any]]:
     yield from started_servers(make)
 
 
+def _headline(text: str) -> str:
+    """What a verdict that exited otherwise than expected said (its headline and every metric not passed)."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return text[-2000:]
+    lines = [str(doc.get("headline")), *(f"{m['metric']}: {m['status']}: {m['why']}"
+                                          for m in doc.get("metrics", []) if m.get("status") != "pass")]
+    return "\n".join(lines)
+
+
 def cli(capsys: pytest.CaptureFixture[str], *args: str, code: int = 0) -> dict[str, Any]:
     """``gpuledger ARGS --json``: its exit code checked, its JSON document."""
     got = main([*args, "--json"])
     out = capsys.readouterr()
-    assert got == code, out.err
+    assert got == code, out.err or _headline(out.out)
     doc: dict[str, Any] = json.loads(out.out)
     return doc
 

@@ -139,18 +139,19 @@ def _missing(unit: str, reason: str, n_runs: int) -> Figure:
 def _per_run(side: Side, unit: str, value: Callable[[RunInfo], float | None | str]) -> Figure:
     """The group's mean of each run's ``value`` (a string: that run's reason for having none)."""
     values: list[float] = []
-    reasons: list[str] = []
+    reasons: list[tuple[str, str]] = []
     for run in side.runs.runs:
         v = value(run)
         if isinstance(v, str) or v is None:
-            reasons.append(f"run {run.id}: {v or 'no figure'}")
+            reasons.append((run.id, v or "no figure"))
         else:
             values.append(v)
     n = len(side.runs.runs)
+    if reasons and len(reasons) == n and len({why for _, why in reasons}) == 1:
+        return _missing(unit, f"every run: {reasons[0][1]}", n)
     if reasons:
-        return _missing(
-            unit, "; ".join(reasons[:3]) + (f" (+{len(reasons) - 3} more)" if len(reasons) > 3 else ""), n
-        )
+        shown = "; ".join(f"run {run_id}: {why}" for run_id, why in reasons[:3])
+        return _missing(unit, shown + (f" (+{len(reasons) - 3} more)" if len(reasons) > 3 else ""), n)
     est = stats.group_estimate(values)
     return Figure(est, unit, None if est is not None else "no run has the figure", n_runs=n)
 
@@ -337,7 +338,7 @@ def _side_figure(fig: Figure) -> SideFigure:
     )
 
 
-_RUN_PREFIX = re.compile(r"^run \S+: ")
+_RUN_PREFIX = re.compile(r"^(run \S+|every run): ")
 
 
 def _missing_why(a: Figure, b: Figure) -> str:
