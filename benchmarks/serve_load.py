@@ -9,8 +9,9 @@ store read-only) and, page by page, sends `--requests` requests from `--clients`
 page: requests, errors, p50, p99 and max latency (ms, request sent → body read), requests/s; then the figure
 line `serve load: …`.
 
-Pages: the list (first page, the default sort), the list filtered by model and sorted by rate, a deep page of
-the list (page 100 of 50), a run's report, a comparison, and the API's runs page, run and comparison.
+Pages: the list (first page, the default sort: newest first), the list filtered by model, the list sorted by
+rate, a deep page of the list (page 100 of 50), a run's report, a comparison, and the API's runs page, run and
+comparison.
 
 Target (docs/serve.md): the list pages' p99 under 1 s with 100 clients on 10,000 runs.
 Usage:
@@ -43,7 +44,7 @@ from gpuledger.telemetry.base import DeviceInfo
 from gpuledger.telemetry.sampler import summarize_device
 
 TARGET_P99_S = 1.0
-LIST_PAGES = ("list", "list filtered", "list page 100")
+LIST_PAGES = ("list", "list filtered", "list by rate", "list page 100")
 GPUS = (("nvidia:0", "nvidia", "NVIDIA H200"), ("amd:0", "amd", "AMD Instinct MI300X"))
 MODELS = ("Qwen/Qwen2.5-7B-Instruct", "meta-llama/Llama-3.1-8B-Instruct",
           "mistralai/Mistral-7B-Instruct-v0.3")
@@ -128,7 +129,8 @@ def _pages(measured: list[str]) -> dict[str, str]:
     a, b = measured[0], measured[1]
     return {
         "list": "/",
-        "list filtered": f"/?model={MODELS[1].replace('/', '%2F')}&sort=rate",
+        "list filtered": f"/?model={MODELS[1].replace('/', '%2F')}",
+        "list by rate": "/?sort=rate",
         "list page 100": "/?page=100",
         "run report": f"/runs/{a}",
         "compare": f"/compare?a={a}&b={b}",

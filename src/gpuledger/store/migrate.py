@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 # Every revision this gpuledger knows, oldest first (a test checks this against the scripts).
-REVISIONS: tuple[str, ...] = ("0001", "0002", "0003", "0004")
+REVISIONS: tuple[str, ...] = ("0001", "0002", "0003", "0004", "0005")
 HEAD = REVISIONS[-1]
 _PG_LOCK_KEY = 0x67707564_6C676572 & 0x7FFFFFFFFFFFFFFF  # "gpudlger": any fixed 63-bit number
 

@@ -103,11 +103,11 @@ runs = sa.Table(
     sa.Index(None, "created_at"),
     sa.Index(None, "label"),
     sa.Index(None, "env_hash"),
-    sa.Index(None, "model"),
-    sa.Index(None, "engine"),
-    sa.Index(None, "kind"),
-    sa.Index(None, "gpu"),
-    sa.Index(None, "rate"),
+    # Revision 0005: a page of the list is found in an index alone (Store.query_runs): the newest first, under
+    # any one filter, or by rate; only the page's own rows are read from the table.
+    sa.Index(None, "created_at", "id"),
+    *(sa.Index(None, column, "created_at", "id") for column in ("label", "model", "engine", "kind", "gpu")),
+    sa.Index(None, "rate", "id"),
 )
 
 requests = sa.Table(

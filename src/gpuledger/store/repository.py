@@ -434,13 +434,17 @@ class Store(MatrixCells):
         if query.sort in _NULLABLE_SORTS:
             ordered = ordered.nulls_last()
         # Ties in id order, as ``list_runs`` breaks them (the first page of the newest is ``runs --limit N``).
-        select = (sa.select(*_ROW_COLUMNS).where(*where).order_by(ordered, runs.c.id)
-                  .limit(query.per_page).offset(query.offset))
+        # The page's ids first, from an index alone (models.py: revision 0005), then those rows only: a run's
+        # row is long (its documents) and the listing columns come last in it.
+        page = (sa.select(runs.c.id).where(*where).order_by(ordered, runs.c.id)
+                .limit(query.per_page).offset(query.offset))
         with self._tx("listing runs") as conn:
             total = conn.execute(sa.select(sa.func.count()).select_from(runs).where(*where)).scalar_one()
-            rows = conn.execute(select).all()
+            ids = [str(i) for i in conn.execute(page).scalars()]
+            found = {r.id: r for r in conn.execute(sa.select(*_ROW_COLUMNS).where(runs.c.id.in_(ids)))} \
+                if ids else {}
         now = _now()
-        return RunPage(tuple(self._row_of(r, now) for r in rows), int(total), query)
+        return RunPage(tuple(self._row_of(found[i], now) for i in ids if i in found), int(total), query)
 
     def _row_of(self, row: Any, now: datetime) -> RunRow:
         return RunRow(
