@@ -14,61 +14,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gpuledger.bench.flags import FLAG_FIELDS, flags_document, require
+from gpuledger.bench.flags import FLAG_FIELDS, require
 from gpuledger.bench.like import check_dataset, engine_of_repeat, repeat, stored_spec
+from gpuledger.bench.options import options_of
 from gpuledger.errors import UsageError
 from gpuledger.records import BenchSpec, RunInfo
-
-# The values ``gpuledger bench`` has when no flag is given (cli/bench_cmd.py): the workload ones are replaced
-# by the baseline's (``repeat``), the others are given below from the baseline's spec.
-_BENCH_DEFAULTS: dict[str, Any] = {
-    "endpoint": None,
-    "dataset": None,
-    "dataset_path": None,
-    "input_len": None,
-    "output_len": None,
-    "range_ratio": 0.0,
-    "turns": None,
-    "think_time": None,
-    "prefix_len": None,
-    "prefix_ratio": None,
-    "prefix_groups": None,
-    "trace": None,
-    "trace_speed": None,
-    "concurrency": None,
-    "rate": None,
-    "sweep": None,
-    "num_requests": None,
-    "duration": None,
-    "warmup": 1,
-    "seed": 0,
-    "slo": None,
-    "telemetry_interval": 0.1,
-    "server_metrics_interval": None,
-    "request_timeout": 300.0,
-    "device": None,
-    "dtype": None,
-    "steps": None,
-    "height": None,
-    "width": None,
-    "batch_size": None,
-    "guidance": None,
-    "scheduler": None,
-    "num_images": None,
-    "workflow": None,
-    "set": None,
-    "prompt": None,
-    "negative_prompt": None,
-    "seq_len": None,
-    "grad_accum": None,
-    "warmup_steps": None,
-    "optimizer": None,
-    "learning_rate": None,
-    "activation_checkpointing": False,
-    "compile": False,
-    "data": None,
-    "model_config": None,
-}
 
 
 def default_base_url(baseline: RunInfo) -> str | None:
@@ -102,18 +52,20 @@ def rerun_spec(
     # a server run's is not (bench --like names it again): here the baseline's spec's.
     asked_model = getattr(stored, "model", None)
     own_model = "model" not in FLAG_FIELDS[type(stored)] and isinstance(asked_model, str)
+    # What is not the workload's is the baseline's too (bench --like would take bench's defaults): whether
+    # it sampled telemetry and read the server's /metrics, the variable holding the API key. An option the
+    # task does not have is not given (the task's options model ignores it).
     values: dict[str, Any] = {
-        **_BENCH_DEFAULTS,
         "engine": kind.name,
         "base_url": url,
         "model": model if model is not None or not own_model else asked_model,
         "label": label,
         "telemetry": stored.telemetry_enabled(),
-        "server_metrics": bool(stored.records_server_metrics()),
-        "api_key_env": getattr(stored, "api_key_env", None) or "OPENAI_API_KEY",
-        "given": given,
+        "server_metrics": stored.records_server_metrics(),
+        "api_key_env": getattr(stored, "api_key_env", None),
     }
-    spec = repeat(baseline, flags_document(kind, values), kind, given)
+    asked = options_of(kind, values, given).document(kind)
+    spec = repeat(baseline, asked, kind, given)
     require(spec)
     dataset = spec.dataset_spec()
     path = getattr(dataset, "path", None)
