@@ -177,6 +177,22 @@ def test_gate_run_with_repeat_makes_a_group(serve: Serve, bench: Run,
     assert judged(verdict)["tpot_p50"]["candidate"]["n_runs"] == 2
 
 
+def test_bench_like_gate_gates_the_new_run_in_one_command(
+    serve: Serve, bench: Run, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = bench(serve(ttft_s=TTFT_S, itl_s=ITL_S).url)
+    slower = serve(ttft_s=TTFT_S, itl_s=ITL_S * 1.3)
+    code = main(["bench", "--like", before["id"], "--base-url", slower.url, "--no-telemetry", "--no-progress",
+                 "--gate", "--json"])
+    verdict = json.loads(capsys.readouterr().out)  # the verdict is bench's only document
+    assert code == 1 == verdict["exit_code"] and verdict["status"] == "fail"
+    assert judged(verdict)["tpot_p50"]["status"] == "fail"
+    assert verdict["baseline"]["runs"] == [before["id"]] and verdict["like_for_like"]["same"] is True
+
+    assert main(["bench", "--base-url", slower.url, "--gate"]) == 2
+    assert "--gate judges the new run(s) against the run repeated: give --like RUN" in capsys.readouterr().err
+
+
 def _show(capsys: pytest.CaptureFixture[str], run_id: str) -> str:
     assert main(["show", run_id, "--json"]) == 0
     return capsys.readouterr().out

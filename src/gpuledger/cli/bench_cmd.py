@@ -294,6 +294,11 @@ def bench(
             "report of the group give each figure's mean with its 95 % interval.",
         ),
     ] = 1,
+    gate: Annotated[
+        bool,
+        typer.Option("--gate", help="With --like RUN: judge the new run(s) against RUN as `gpuledger gate` "
+                     "does (default thresholds; --json: the verdict only); exit 1 on a regression."),
+    ] = False,
     db: DbOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -309,6 +314,8 @@ def bench(
     from gpuledger.store import open_store
 
     values, given = command_line(ctx)
+    if gate and like is None:
+        raise UsageError("--gate judges the new run(s) against the run repeated: give --like RUN")
     if like is None or "engine" in given or task is not None:  # a repeat's engine is the stored run's
         engine = values["engine"] = engine_for_task(task, engine, "engine" in given)
     stored = None
@@ -363,10 +370,24 @@ def bench(
 
             group, runs = run_repeats(repeats, lambda extra: asyncio.run(
                 run_bench_async(spec, store, progress=show_progress, hooks=replace(hooks, workload=extra))))
-            print_repeats(group, runs, render_run, json_out=json_out)
+            if not (gate and json_out):
+                print_repeats(group, runs, render_run, json_out=json_out)
             _exit_for(runs[-1])
+            if gate and like is not None:  # bench --like RUN --gate (cli/gate_cmd.py, docs/gate.md)
+                from gpuledger.cli.gate_cmd import gate_after_bench
+
+                gate_after_bench(store, like, runs, json_out=json_out)
             return
         info = asyncio.run(run_bench_async(spec, store, progress=show_progress, hooks=hooks))
+        if gate and like is not None:
+            from gpuledger.cli.gate_cmd import gate_after_bench
+
+            if json_out:  # the verdict is the only JSON document
+                _exit_for(info)
+            else:
+                _emit(info, False)
+            gate_after_bench(store, like, [info], json_out=json_out)
+            return
     finally:
         store.close()
     _emit(info, json_out)

@@ -20,7 +20,7 @@ from gpuledger.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from gpuledger.catalog import Catalog
     from gpuledger.cost import CostProfile, RunCost
@@ -63,6 +63,17 @@ def _finished(info: RunInfo) -> None:
             f"run {info.id}: every request failed; the first: {first}",
             hint="check --base-url, --model and the server's log",
         )
+
+
+def _new_side(ref: str, runs: Sequence[RunInfo], store: Store, price: Callable[[RunInfo], RunCost]) -> Side:
+    """The runs just made as a side: their group when several (``--repeat N``), else the run."""
+    from gpuledger.cost.comparison.groups import RunSet, repeat_of
+    from gpuledger.gate import Side
+
+    rep = repeat_of(runs[0])
+    grouped = rep is not None and len(runs) > 1
+    name = rep[0] if rep is not None and grouped else runs[0].id
+    return Side(ref, RunSet(name, list(runs), name if grouped else None), store.get_requests, price)
 
 
 def _rerun(
@@ -219,9 +230,8 @@ def gate_cmd(
     from gpuledger.catalog import load_catalog
     from gpuledger.cli.files import check_target, write_output
     from gpuledger.cost import load_profile
-    from gpuledger.cost.comparison.groups import RunSet, repeat_of
     from gpuledger.errors import UsageError
-    from gpuledger.gate import Side, judge, parse_thresholds, side, sides
+    from gpuledger.gate import judge, parse_thresholds, side, sides
     from gpuledger.gate.render import render_junit, render_markdown, render_terminal
     from gpuledger.store import open_store
 
@@ -264,11 +274,7 @@ def gate_cmd(
                 label=label,
                 progress=show,
             )
-            rep = repeat_of(runs[0])
-            name = rep[0] if rep is not None and len(runs) > 1 else runs[0].id
-            cand = Side(
-                "--run", RunSet(name, runs, name if len(runs) > 1 else None), store.get_requests, price
-            )
+            cand = _new_side("--run", runs, store, price)
         else:
             assert candidate is not None
             base, cand = sides(store, baseline, candidate, price)
@@ -290,6 +296,25 @@ def gate_cmd(
     if json_out:
         print_json(verdict.model_dump(mode="json"))
     else:
+        render_terminal(verdict, console)
+    if verdict.exit_code:
+        raise typer.Exit(verdict.exit_code)
+
+
+def gate_after_bench(store: Store, baseline: str, runs: Sequence[RunInfo], *, json_out: bool) -> None:
+    """``bench --like BASELINE --gate``: the runs just made (a group when several) judged against BASELINE
+    with the default thresholds (``gpuledger gate`` takes the others); the verdict printed — with ``--json``
+    as bench's only document —, exit 1 on a regression."""
+    from gpuledger.catalog import load_catalog
+    from gpuledger.gate import judge, side
+    from gpuledger.gate.render import render_terminal
+
+    price = _price(store, None, load_catalog())
+    verdict = judge(side(store, baseline, price), _new_side("--gate", runs, store, price), {})
+    if json_out:
+        print_json(verdict.model_dump(mode="json"))
+    else:
+        console.print()
         render_terminal(verdict, console)
     if verdict.exit_code:
         raise typer.Exit(verdict.exit_code)
