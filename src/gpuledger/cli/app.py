@@ -39,8 +39,8 @@ COMMANDS: tuple[CommandEntry, ...] = (
                  "Compare cost efficiency: the ratio, its decomposition, break-even values, sensitivity, "
                  "warnings."),
     CommandEntry("gpus", _C + "cost_cmds",
-                 "The GPU catalog: memory, bandwidth, dense TFLOPS, TDP, ids, prices (each with source and"
-                 " date)."),
+                 "The GPU catalog: memory, bandwidth, dense TFLOPS, TDP, ids, prices, architecture and "
+                 "launch year (each with source and date)."),
     CommandEntry("profiles", _C + "cost_cmds",
                  "Built-in cost presets, each price with its source and date."),
     CommandEntry("estimate", _C + "estimate_cmd",
@@ -53,10 +53,11 @@ COMMANDS: tuple[CommandEntry, ...] = (
                  "published or estimate."),
     CommandEntry("import-results", _C + "published_cmds",
                  "Store published benchmark points as runs (origin: published), priced and compared like "
-                 'measured runs and always labelled "published by SOURCE (DATE), not measured here".'),
+                 "measured runs and always labelled \"published by SOURCE (DATE), not measured here\"."),
     CommandEntry("public", _C + "published_cmds",
                  "The public points shipped with gpuledger (a dated snapshot, each set with its page and "
-                 "how it was read); `gpuledger import-results NAME` stores one."),
+                 "how it was read), and next to each headline pair that is not like for like the closest "
+                 "like-for-like pair; `gpuledger import-results NAME` stores a set."),
     CommandEntry("report", _C + "report_cmd",
                  "Report on one run, or compare several: terminal tables, Markdown, self-contained HTML."),
     CommandEntry("gate", _C + "gate_cmd",
@@ -66,13 +67,15 @@ COMMANDS: tuple[CommandEntry, ...] = (
                  "Serve GPU/CPU utilisation, memory, power, energy, temperature and live cost as "
                  "Prometheus metrics."),
     CommandEntry("serve", _C + "serve_cmd",
-                 "Serve a read-only web dashboard of the store: runs, reports, comparisons, matrices, trends "
-                 "and published points, with a JSON API of the same documents as --json."),
+                 "Serve a read-only web dashboard of the store: runs, reports, comparisons, matrices, "
+                 "trends and published points, with a JSON API of the same documents as --json."),
     CommandEntry("runs", _C + "store_cmds",
-                 "List stored runs, newest first: id, when, label, engine, model, status, requests, output"
+                 "List stored runs, newest first: id, when, label, engine, model, status, requests "
+                 "(steps), what each made in its own unit (output tokens, images, training tokens) and its"
                  " rate."),
     CommandEntry("show", _C + "store_cmds",
-                 "Show one run: header, summary, latency, environment, telemetry, saved cost evaluations."),
+                 "Show one run: header, summary (its rate and counts in its own units), latency, "
+                 "environment, telemetry, saved cost evaluations."),
     CommandEntry("export", _C + "store_cmds",
                  "Export a run: JSON document (to import elsewhere) or per-request CSV."),
     CommandEntry("delete", _C + "store_cmds",
