@@ -301,7 +301,7 @@ def show(
         old = not json_out and info.summary is not None and info.summary.verdict is None
         records = store.get_requests(info.id) if old else None
     if json_out:
-        from gpuledger.report.run_documents import ShowDocument
+        from gpuledger.report.show_document import ShowDocument
 
         print_json(ShowDocument.of(info, env_hash, costs).model_dump(mode="json"))
         return

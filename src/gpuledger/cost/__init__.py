@@ -12,21 +12,58 @@ pricing an unmeasured workload), ``advise``, and ``comparison`` (compare, break-
 repricing).
 """
 
-from gpuledger.cost.comparison.breakeven import BreakEven, SensitivityRow, ratio_of
-from gpuledger.cost.comparison.compare import Comparison, PairComparison, compare
-from gpuledger.cost.estimate.estimate import Estimate, estimate_run
-from gpuledger.cost.pricing.model import (
-    CostInputs,
-    Evaluation,
-    HourlyCost,
-    evaluate,
-    hourly_cost,
-    money_prefix,
-)
-from gpuledger.cost.pricing.power import PowerResolution
-from gpuledger.cost.pricing.presets import builtin_presets, cpu_defaults, default_profile_for, load_profile
-from gpuledger.cost.pricing.profile import HOURS_PER_MONTH, CostProfile, profile_from_text
-from gpuledger.cost.pricing.runcost import RunCost, cost_of_run
+from typing import TYPE_CHECKING
+
+from gpuledger.lazy import exports
+
+if TYPE_CHECKING:
+    from gpuledger.cost.comparison.breakeven import BreakEven, SensitivityRow, ratio_of
+    from gpuledger.cost.comparison.compare import Comparison, PairComparison, compare
+    from gpuledger.cost.estimate.estimate import Estimate, estimate_run
+    from gpuledger.cost.pricing.model import (
+        CostInputs,
+        Evaluation,
+        HourlyCost,
+        evaluate,
+        hourly_cost,
+        money_prefix,
+    )
+    from gpuledger.cost.pricing.power import PowerResolution
+    from gpuledger.cost.pricing.presets import (
+        builtin_presets,
+        cpu_defaults,
+        default_profile_for,
+        load_profile,
+    )
+    from gpuledger.cost.pricing.profile import HOURS_PER_MONTH, CostProfile, profile_from_text
+    from gpuledger.cost.pricing.runcost import RunCost, cost_of_run
+
+__getattr__, __dir__ = exports(__name__, {
+    "BreakEven": "gpuledger.cost.comparison.breakeven",
+    "SensitivityRow": "gpuledger.cost.comparison.breakeven",
+    "ratio_of": "gpuledger.cost.comparison.breakeven",
+    "Comparison": "gpuledger.cost.comparison.compare",
+    "PairComparison": "gpuledger.cost.comparison.compare",
+    "compare": "gpuledger.cost.comparison.compare",
+    "Estimate": "gpuledger.cost.estimate.estimate",
+    "estimate_run": "gpuledger.cost.estimate.estimate",
+    "CostInputs": "gpuledger.cost.pricing.model",
+    "Evaluation": "gpuledger.cost.pricing.model",
+    "HourlyCost": "gpuledger.cost.pricing.model",
+    "evaluate": "gpuledger.cost.pricing.model",
+    "hourly_cost": "gpuledger.cost.pricing.model",
+    "money_prefix": "gpuledger.cost.pricing.model",
+    "PowerResolution": "gpuledger.cost.pricing.power",
+    "builtin_presets": "gpuledger.cost.pricing.presets",
+    "cpu_defaults": "gpuledger.cost.pricing.presets",
+    "default_profile_for": "gpuledger.cost.pricing.presets",
+    "load_profile": "gpuledger.cost.pricing.presets",
+    "HOURS_PER_MONTH": "gpuledger.cost.pricing.profile",
+    "CostProfile": "gpuledger.cost.pricing.profile",
+    "profile_from_text": "gpuledger.cost.pricing.profile",
+    "RunCost": "gpuledger.cost.pricing.runcost",
+    "cost_of_run": "gpuledger.cost.pricing.runcost",
+})
 
 __all__ = [
     "HOURS_PER_MONTH",

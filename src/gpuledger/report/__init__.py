@@ -8,24 +8,46 @@ advice, a matrix (``gpuledger.report.matrix``). Every part is a frozen model who
 
 from __future__ import annotations
 
-from gpuledger.report.build import ReportStore, build_report
-from gpuledger.report.html import render_html
-from gpuledger.report.markdown import render_markdown
-from gpuledger.report.model import (
-    Answer,
-    Figure,
-    ReportData,
-    ReportNumbers,
-    RunNumbers,
-    RunRef,
-    RunReport,
-    Section,
-    Series,
-    Table,
-    ThroughputPoint,
-    Thumb,
-)
-from gpuledger.report.terminal import render_terminal
+from typing import TYPE_CHECKING
+
+from gpuledger.lazy import exports
+
+if TYPE_CHECKING:
+    from gpuledger.report.build import ReportStore, build_report
+    from gpuledger.report.html import render_html
+    from gpuledger.report.markdown import render_markdown
+    from gpuledger.report.model import (
+        Answer,
+        Figure,
+        ReportData,
+        RunRef,
+        Section,
+        Series,
+        Table,
+        Thumb,
+    )
+    from gpuledger.report.numbers import ReportNumbers, RunNumbers, RunReport, ThroughputPoint
+    from gpuledger.report.terminal import render_terminal
+
+__getattr__, __dir__ = exports(__name__, {
+    "ReportStore": "gpuledger.report.build",
+    "build_report": "gpuledger.report.build",
+    "render_html": "gpuledger.report.html",
+    "render_markdown": "gpuledger.report.markdown",
+    "Answer": "gpuledger.report.model",
+    "Figure": "gpuledger.report.model",
+    "ReportData": "gpuledger.report.model",
+    "ReportNumbers": "gpuledger.report.numbers",
+    "RunNumbers": "gpuledger.report.numbers",
+    "RunRef": "gpuledger.report.model",
+    "RunReport": "gpuledger.report.numbers",
+    "Section": "gpuledger.report.model",
+    "Series": "gpuledger.report.model",
+    "Table": "gpuledger.report.model",
+    "ThroughputPoint": "gpuledger.report.numbers",
+    "Thumb": "gpuledger.report.model",
+    "render_terminal": "gpuledger.report.terminal",
+})
 
 __all__ = [
     "Answer",

@@ -22,7 +22,8 @@ from gpuledger.records import RequestRecord, RunInfo, RunSummary
 from gpuledger.report import costs as cost_part
 from gpuledger.report.headline import answer_section
 from gpuledger.report.kinds import ReportOptions, kind_sections, report_of
-from gpuledger.report.model import ReportNumbers, RunNumbers, RunRef, RunReport, ThroughputPoint
+from gpuledger.report.model import RunRef
+from gpuledger.report.numbers import ReportNumbers, RunNumbers, RunReport, ThroughputPoint
 from gpuledger.report.rundata import ProgressFn, ReportStore, RunData
 from gpuledger.report.sections.environment import environment_section
 from gpuledger.report.sections.how import how_measured_section

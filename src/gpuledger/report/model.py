@@ -1,9 +1,9 @@
 """What a report is made of, independent of how it is drawn.
 
-``build_report`` turns store data into a :class:`RunReport`: sections holding tables of already formatted
-cells, figures holding plain data series, "not measured" lines saying why a part is missing, and the
-report's figures as typed :class:`ReportNumbers`. The renderers (terminal, Markdown, HTML) take a
-:class:`ReportData` — any page made of these sections: a run report, a trend, an advice, a matrix — and
+``build_report`` turns store data into a :class:`RunReport` (``report/numbers.py``): sections holding tables
+of already formatted cells, figures holding plain data series, "not measured" lines saying why a part is
+missing, and the report's figures as typed ``ReportNumbers``. The renderers (terminal, Markdown, HTML) take
+a :class:`ReportData` — any page made of these sections: a run report, a trend, an advice, a matrix — and
 only lay it out, so the Markdown twin shows exactly the numbers the HTML shows.
 
 Every model is frozen and refuses unknown fields; its dump (``model_dump(mode="json")``) is its part of
@@ -19,11 +19,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, computed_field, field_serializer
 
-from gpuledger.cost.comparison.compare import ComparisonDocument
-from gpuledger.cost.pricing.document import CostDocument
-from gpuledger.records import RunSummary, dump_summary
-from gpuledger.records.spec import LikeOrigin
-
 FigureKind = Literal["line", "scatter", "bar"]
 SeriesMode = Literal["lines", "markers", "lines+markers"]
 SeriesDash = Literal["solid", "dot", "dash"]
@@ -36,7 +31,7 @@ def _empty(value: tuple[object, ...]) -> bool:
     return not value
 
 
-def _none(value: object) -> bool:
+def none(value: object) -> bool:
     return value is None
 
 
@@ -176,66 +171,3 @@ class ReportData(ReportModel):
             if s.key == key:
                 return s
         raise KeyError(key)
-
-
-class ThroughputPoint(ReportModel):
-    """One load level of a run (a sweep stage, or the whole run): what the throughput section plots.
-    ``None`` where the run's summary has no such figure."""
-
-    stage: str
-    concurrency: float | None
-    requests_per_s: float | None
-    output_tokens_per_s: float | None
-    output_tokens_per_s_per_gpu: float | None
-    tokens_per_s_per_user: float | None
-    ttft_p50_ms: float | None
-    tpot_p50_ms: float | None
-    num_ok: int | None
-
-
-class RunNumbers(ReportModel):
-    """The figures of one run of a report: its typed summary (dumped as ``dump_summary`` dumps it: the
-    fields that were set, and the kind), where that summary came from, the telemetry summary as stored,
-    how many accelerators served it, its throughput points, its price (the cost document ``gpuledger
-    cost --json`` prints) or why it has none; the server's state over the window and where the workload
-    came from only for runs that record them."""
-
-    id: str
-    name: str
-    summary_source: str
-    summary: RunSummary | None
-    telemetry_summary: tuple[JsonObject, ...]
-    accelerators: int
-    throughput_points: tuple[ThroughputPoint, ...]
-    cost: CostDocument | None
-    cost_error: str | None
-    server_state: JsonObject | None = Field(default=None, exclude_if=_none)
-    workload_like: LikeOrigin | None = Field(default=None, exclude_if=_none)
-
-    @field_serializer("summary")
-    def _summary(self, summary: RunSummary | None) -> JsonObject:
-        return dump_summary(summary)
-
-
-class ReportNumbers(ReportModel):
-    """The machine-readable figures of a report (``numbers`` in ``report --json``): per run, and the
-    comparison of the first run with the others (``gpuledger compare --json``'s document) or why there is
-    none (``None`` for a report of one run)."""
-
-    gpuledger_version: str
-    runs: tuple[RunNumbers, ...]
-    comparison: ComparisonDocument | None
-    comparison_error: str | None
-
-    def run(self, run_id: str) -> RunNumbers:
-        for r in self.runs:
-            if r.id == run_id:
-                return r
-        raise KeyError(run_id)
-
-
-class RunReport(ReportData):
-    """The report of one run or a comparison of several (``build_report``); its dump is ``report --json``
-    (less the ``files`` written)."""
-
-    numbers: ReportNumbers

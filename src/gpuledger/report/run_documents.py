@@ -1,6 +1,7 @@
 """The documents of the store commands about runs, as typed models: an entry of ``gpuledger runs --json``
-(:class:`RunEntry`) and the document of ``gpuledger show RUN --json`` (:class:`ShowDocument`). Their dump
-(``model_dump(mode="json")``) is the ``--json`` document; the terminal tables read the same models.
+(:class:`RunEntry`), and the parts of ``gpuledger show RUN --json`` (``report/show_document.py``) they
+share. Their dump (``model_dump(mode="json")``) is the ``--json`` document; the terminal tables read the
+same models.
 
 Every run says what it did in its own unit, from its summary's typed API (``headline()``, ``work()``,
 ``rate_key()``, ``unit()``): ``unit`` is the unit of its workload kind (``RunInfo.unit``: ``image``,
@@ -14,28 +15,24 @@ kind of run, missing with the reason).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, JsonValue
 
-from gpuledger.cost.pricing.document import EfficiencyDoc
-from gpuledger.cost.pricing.efficiency import run_efficiency
-from gpuledger.cost.pricing.runview import EnergyView, energy_view
 from gpuledger.quantity import Quantity
 from gpuledger.records import RunInfo, RunSummary
 from gpuledger.records.kinds import kind_of_spec, kind_of_summary
-from gpuledger.store.document import run_to_dict
 
 JsonObject = dict[str, JsonValue]
 
 
-class _Doc(BaseModel):
+class DocModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class QuantityDoc(_Doc):
+class QuantityDoc(DocModel):
     """A figure with its unit and where it came from; ``value`` None with the ``reason``."""
 
     value: float | None
@@ -49,7 +46,7 @@ class QuantityDoc(_Doc):
         return cls(value=q.value, unit=q.unit, source=q.source, method=q.method, reason=q.reason)
 
 
-class WorkDoc(_Doc):
+class WorkDoc(DocModel):
     """One unit a run counted over its window: ``unit`` its name, ``plural`` how it reads (``images``),
     ``count`` done, ``per_s`` the rate (None: an empty window), ``rate_key`` the rate's key in the
     summary (``images_per_s``)."""
@@ -131,7 +128,7 @@ def work_of(summary: RunSummary | None) -> list[WorkDoc]:
     ]
 
 
-class RunEntry(_Doc):
+class RunEntry(DocModel):
     """One ``runs --json`` entry."""
 
     id: str
@@ -160,7 +157,7 @@ class RunEntry(_Doc):
         )
 
 
-class UnreadableEntry(_Doc):
+class UnreadableEntry(DocModel):
     """A ``runs --json`` entry for a row that could not be read back: its id and why."""
 
     id: str
@@ -175,60 +172,9 @@ def runs_document(found: Iterable[RunInfo], unreadable: Iterable[tuple[str, str]
     return [e.model_dump(mode="json") for e in entries]
 
 
-class ShowDocument(_Doc):
-    """``show RUN --json``: the run as exported (its header and its stored documents), its environment
-    hash, its saved cost evaluations, its energy and efficiency (MBU, MFU), and what it did in its own
-    unit (``kind``, ``rate``, ``work``)."""
-
-    id: str
-    label: str
-    created_at: str | None
-    started_at: str | None
-    status: str
-    engine: str
-    model: str
-    base_url: str | None
-    unit: str
-    kind: str | None
-    workload: JsonObject
-    config: JsonObject
-    environment: JsonObject
-    server: JsonObject
-    summary: JsonObject
-    telemetry_summary: list[JsonObject]
-    client: JsonObject
-    duration_s: float | None
-    num_requests: int
-    finished_at: str | None
-    env_hash: str | None
-    cost_evaluations: list[JsonObject]
-    output_tokens_per_s: QuantityDoc
-    rate: QuantityDoc
-    work: list[WorkDoc] = Field(default_factory=list)
-    energy: EnergyView
-    efficiency: EfficiencyDoc
-
-    @classmethod
-    def of(
-        cls, run: RunInfo, env_hash: str | None, cost_evaluations: Sequence[dict[str, Any]]
-    ) -> ShowDocument:
-        return cls.model_validate({
-            **run_to_dict(run),
-            "kind": kind_name(run),
-            "env_hash": env_hash,
-            "cost_evaluations": list(cost_evaluations),
-            "output_tokens_per_s": QuantityDoc.of(output_rate(run)),
-            "rate": QuantityDoc.of(headline_rate(run)),
-            "work": work_of(run.summary),
-            "energy": energy_view(run),
-            "efficiency": run_efficiency(run).document(),
-        })
-
-
 __all__ = [
     "QuantityDoc",
     "RunEntry",
-    "ShowDocument",
     "UnreadableEntry",
     "WorkDoc",
     "headline_rate",

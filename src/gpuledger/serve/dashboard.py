@@ -37,7 +37,8 @@ from gpuledger.records import RunInfo
 from gpuledger.report import build_report
 from gpuledger.report.matrix import MatrixReport, build_matrix_report
 from gpuledger.report.model import ReportData
-from gpuledger.report.run_documents import JsonObject, ShowDocument, runs_document
+from gpuledger.report.run_documents import JsonObject, runs_document
+from gpuledger.report.show_document import ShowDocument
 from gpuledger.report.trend import Trend, build_trend, metric_names
 from gpuledger.serve.params import CompareParams, TrendParams
 from gpuledger.serve.settings import ServeSettings
