@@ -63,7 +63,7 @@ def test_an_unchanged_candidate_passes(serve: Serve, bench: Run, gate: Run) -> N
     assert verdict["exit_code"] == 0 and not [m for m in metrics.values() if m["status"] == "fail"]
     for key in ("throughput", "ttft_p50", "tpot_p50", "itl_p50", "e2e_p50", "error_rate"):
         assert metrics[key]["status"] == "pass", metrics[key]["why"]
-    assert abs(metrics["tpot_p50"]["change"]["relative"]) < 0.05
+    assert abs(metrics["tpot_p50"]["change"]["relative"]) < 0.10  # within its threshold, either way
     # Energy cannot be judged without telemetry: a reason, never a zero.
     assert metrics["energy"]["status"] == "not_available" and "telemetry" in metrics["energy"]["why"]
     assert metrics["energy"]["baseline"]["value"] is None
