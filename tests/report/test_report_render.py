@@ -127,7 +127,7 @@ def test_html_is_one_self_contained_file_without_network_references(comparison: 
 def test_every_figure_has_a_placeholder_and_its_data(comparison: ReportData) -> None:
     html = render_html(comparison)
     figures = [f for s in comparison.sections for f in s.figures]
-    assert len(figures) == 8
+    assert len(figures) == 9  # with the comparison's "what the ratio is made of" (log-factors)
     for f in figures:
         assert f'id="fig-{f.key}"' in html
     blob = re.search(r'<script type="application/json" id="gl-figures">(.*?)</script>', html, re.S)

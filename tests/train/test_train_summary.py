@@ -227,10 +227,16 @@ def test_compare_warns_when_model_sequence_length_global_batch_or_dtype_differ(
     assert code == 0, err
     doc = json.loads(out)
     warnings = " | ".join(doc["pairs"][0]["warnings"])
-    assert "different models" in warnings
     assert "seq_len = 64 vs 128" in warnings and "dtype = 'fp32' vs 'bf16'" in warnings
     assert "global_batch = 2 vs 4" in warnings
-    assert "different tokens per step: 128.0 vs 512.0" in warnings
+    # What each run trained is the pair's like-for-like differences, with both sides (not warned again).
+    differences = {d["aspect"]: d for d in doc["pairs"][0]["differences"]}
+    model = differences["model"]
+    assert (model["a"], model["b"]) == ("dummy:smollm2-135m", "dummy:qwen2.5-0.5b")
+    assert differences["workload"]["a"].startswith("128 tokens per step")
+    assert differences["workload"]["b"].startswith("512 tokens per step")
+    assert differences["precision"]["a"] == "fp32" and differences["precision"]["b"] == "bf16"
+    assert not doc["pairs"][0]["like_for_like"]
     assert doc["runs"][0]["usd_per_1m_training_tokens"] > 0
 
 
@@ -245,3 +251,4 @@ def test_the_same_training_workload_is_like_for_like(
     pair = json.loads(out)["pairs"][0]
     assert not [w for w in pair["warnings"] if "workload" in w or "tokens per step" in w]
     assert pair["ratio"] == pytest.approx(2.0)
+    assert pair["like_for_like"] is True and pair["differences"] == [], pair["differences"]

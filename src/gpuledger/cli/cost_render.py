@@ -13,6 +13,8 @@ from gpuledger.quantity import percent
 
 if TYPE_CHECKING:
     from gpuledger.cost import Comparison, Estimate, RunCost
+    from gpuledger.cost.comparison.compare import PairComparison
+    from gpuledger.cost.comparison.decomposition import SideValue
     from gpuledger.cost.pricing.document import CostDocument
     from gpuledger.report.layout import Cell, Notes
 
@@ -154,9 +156,72 @@ def render_cost(
         notes.print(console)
 
 
+def _side_cell(v: SideValue, notes: Notes) -> str:
+    """An input's value on one side, its origin, and its source as a note."""
+    value = v.value
+    shown = _num(value) if isinstance(value, float) else NA if value is None else str(value)
+    return f"{shown} {v.origin} {notes.ref(v.source)}" if v.source else f"{shown} {v.origin}"
+
+
+def render_throughput_parts(pair: PairComparison, notes: Notes) -> None:
+    """The throughput ratio's parts (hardware x precision x software x load, or what of it could be split
+    and the unexplained remainder, named as such), what each stands for, and its inputs with their
+    origins."""
+    from gpuledger.report.layout import paragraph, print_table
+
+    dec = pair.decomposition
+    chain = " x ".join(f"{p.part} x{p.factor:.3g}" for p in dec.throughput_parts)
+    paragraph(console, f"{dec.throughput_ratio:.3g}x = {chain}",
+              lead="  throughput parts (A / B; they multiply to the ratio): ", indent=4)
+    for part in dec.throughput_parts:
+        paragraph(console, notes.shorten(part.what), lead=f"    {part.part} x{part.factor:.3g}: ", indent=6)
+    rows = [
+        (part.part, f"{i.name} ({i.unit})", _side_cell(i.a, notes), _side_cell(i.b, notes))
+        for part in dec.throughput_parts for i in part.inputs
+    ]
+    if rows:
+        print_table(
+            console,
+            "Inputs of the throughput parts (value, origin: catalog, run, published, derived or "
+            "assumption; [n] its source)",
+            ("part", "input", "A", "B"),
+            rows,
+            keys=2,
+            align_numbers=False,
+        )
+
+
+def render_likeness(pair: PairComparison, notes: Notes) -> None:
+    """What differs between the two runs in ways that change the ratio, each with both sides (or "like for
+    like"), and, for a pair that is not, the closest like-for-like pair the store holds."""
+    from gpuledger.report.layout import paragraph
+
+    like = pair.likeness
+    settings = (f" ({len(pair.warnings)} warning(s) about the runs' settings and measurements below)"
+                if like.like_for_like and pair.warnings else "")
+    paragraph(console, Text(like.summary + settings, style="bold" if not like.like_for_like else ""),
+              lead="  like for like: ", indent=4)
+    for d in like.differences:
+        mark = "not known" if d.status == "unknown" else "expected" if d.expected else "differs"
+        paragraph(console, f"{d.a} vs {d.b} — {notes.shorten(d.why)}", lead=f"    {d.aspect} ({mark}): ",
+                  indent=6)
+    found = pair.closest
+    if found is None:
+        return
+    lead = "  closest like-for-like pair in this store: "
+    c = found.found
+    if c is None:
+        paragraph(console, found.why, lead=lead, indent=4)
+        return
+    still = "" if c.likeness.like_for_like else f" — {c.likeness.summary}"
+    paragraph(console, f"{c.label_a} ({c.a}) vs {c.label_b} ({c.b}), ratio {c.throughput_ratio_per_gpu:.3g}x "
+                       f"({c.rate_unit}, A / B){still}; gpuledger compare {c.a} {c.b}", lead=lead, indent=4)
+
+
 def render_comparison(comp: Comparison) -> None:
-    """The ratio first (with its decomposition), then each run's price, the hourly-cost difference,
-    break-even values, sensitivity and the warnings."""
+    """The ratio first (with its decomposition), then each run's price, the hourly-cost difference, the
+    throughput ratio's parts, what differs (like for like) and the closest like-for-like pair, break-even
+    values, sensitivity and the warnings."""
     from gpuledger.report.headline import price_line, ratio_answer
     from gpuledger.report.layout import Notes, paragraph, print_table
     from gpuledger.report.terminal import print_answer
@@ -227,6 +292,8 @@ def render_comparison(comp: Comparison) -> None:
             lead="  hourly cost difference (B - A, share of A's): ",
             indent=4,
         )
+        render_throughput_parts(pair, notes)
+        render_likeness(pair, notes)
         print_table(
             console,
             "Break-even (B's value at which A and B cost the same per unit)",

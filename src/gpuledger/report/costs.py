@@ -10,12 +10,15 @@ unknown profile the user named is an error.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gpuledger.catalog import load_catalog
 from gpuledger.cost import Comparison, RunCost, compare, cost_of_run, default_profile_for, load_profile
 from gpuledger.cost.comparison.breakeven import CostSensitivity, run_sensitivity
+from gpuledger.cost.comparison.compare import PairComparison
+from gpuledger.cost.comparison.decomposition import SideValue
 from gpuledger.cost.pricing.document import CostDocument, UnitPrice
 from gpuledger.errors import GpuledgerError
 from gpuledger.records import DoctorRunRecord, UnitInfo
@@ -84,7 +87,7 @@ def cost_runs(runs: Sequence[RunData], doctor_runs: Sequence[DoctorRunRecord]) -
         out.comparison_error = "fewer than two runs could be priced"
     else:
         try:
-            out.comparison = compare(priced)
+            out.comparison = compare(priced, catalog=catalog)
         except GpuledgerError as exc:
             out.comparison_error = _why(exc)
     return out
@@ -113,6 +116,8 @@ def cost_section(runs: Sequence[RunData], costs: Costs) -> Section:
     if len(runs) > 1:
         if costs.comparison is not None:
             tables.extend(_comparison_tables(costs.comparison, names))
+            tables.extend(throughput_tables(costs.comparison, names))
+            figures.extend(parts_figure(pair, names) for pair in costs.comparison.pairs)
             for pair in costs.comparison.pairs:
                 for w in pair.warnings:
                     a, b = names.get(pair.a.run.id, pair.a.run.id), names.get(pair.b.run.id, pair.b.run.id)
@@ -426,3 +431,82 @@ def _comparison_tables(comparison: Comparison, names: dict[str, str]) -> list[Ta
             provenance="One input moved at a time, everything else as measured and profiled.",
         ),
     ]
+
+
+def _side(v: SideValue) -> str:
+    value = v.value
+    shown = fmt.num(value) if isinstance(value, float) else fmt.MISSING if value is None else fmt.text(value)
+    return f"{shown} ({v.origin})"
+
+
+def throughput_tables(comparison: Comparison, names: dict[str, str]) -> list[Table]:
+    """Each pair's throughput ratio taken apart (its parts, what each stands for, its inputs with their
+    origins) and what differs between the two runs in ways that change the ratio, both sides of each (or
+    "like for like")."""
+    def name(run_id: str) -> str:
+        return names.get(run_id, run_id)
+
+    part_rows = []
+    like_rows = []
+    for pair in comparison.pairs:
+        a, b = name(pair.a.run.id), name(pair.b.run.id)
+        d = pair.decomposition
+        for part in d.throughput_parts:
+            inputs = "; ".join(f"{i.name} ({i.unit}): {_side(i.a)} vs {_side(i.b)}" for i in part.inputs)
+            part_rows.append(
+                (a, b, part.part, fmt.num(part.factor, 4), fmt.text(part.what), fmt.text(inputs))
+            )
+        like = pair.likeness
+        if not like.differences:
+            like_rows.append((a, b, fmt.MISSING, fmt.text(like.summary), "", "", ""))
+        for diff in like.differences:
+            status = "expected (each vendor's own)" if diff.expected else diff.status
+            like_rows.append(
+                (a, b, diff.aspect, status, fmt.text(diff.a), fmt.text(diff.b), fmt.text(diff.why))
+            )
+    return [
+        Table(
+            key="throughput_parts",
+            title="The throughput ratio taken apart: hardware × precision × software × load",
+            columns=("A", "B", "part", "factor (A/B)", "what it is", "inputs: A vs B (origin)"),
+            rows=tuple(part_rows),
+            provenance="gpuledger.cost.comparison.decomposition: the factors multiply to the throughput "
+            "ratio (A/B); a part that cannot be computed says why, and the unexplained remainder holds it. "
+            "The model and the order of the swaps: docs/published.md, 'Checking a 5x'; each input's source: "
+            "--json (numbers.comparison.pairs[].decomposition.throughput_parts[].inputs).",
+        ),
+        Table(
+            key="like_for_like",
+            title="Like for like: what differs between the two runs in ways that change the ratio",
+            columns=("A", "B", "aspect", "status", "A's side", "B's side", "why it changes the ratio"),
+            rows=tuple(like_rows),
+            provenance="gpuledger.cost.comparison.likeness: the hardware generation (the catalog's "
+            "architecture and launch year), precision, model, workload (mean lengths per request, 5 % "
+            "apart), scenario, framework and version, submitter, devices, accuracy target and division, "
+            "price basis; 'unknown' where a run does not record it; 'like for like' when nothing differs "
+            "(each vendor's own serving stack apart). The warnings (notes) are about the runs' settings "
+            "and measurements.",
+        ),
+    ]
+
+
+def parts_figure(pair: PairComparison, names: dict[str, str]) -> Figure:
+    """A bar per factor of the pair's ratio — the throughput parts, utilisation, hourly cost — as log10 of
+    the factor: above 0 in A's favour, below in B's; the bars sum to log10 of the ratio."""
+    a, b = names.get(pair.a.run.id, pair.a.run.id), names.get(pair.b.run.id, pair.b.run.id)
+    d = pair.decomposition
+    factors: list[tuple[str, float]] = [(p.part, p.factor) for p in d.throughput_parts]
+    factors += [("utilisation", d.utilisation_ratio), ("hourly cost (B/A)", d.hourly_cost_ratio)]
+    series = Series(name=f"{a} vs {b}", x=tuple(k for k, _ in factors),
+                    y=tuple(math.log10(v) for _, v in factors))
+    return Figure(
+        key=f"ratio_parts_{pair.a.run.id}_{pair.b.run.id}",
+        title=f"{a} vs {b}: what the {fmt.num(pair.ratio)}x is made of",
+        kind="bar",
+        x_title="factor of the ratio (A/B)",
+        y_title="log10 of the factor (0: x1, +1: x10, −1: ÷10)",
+        series=(series,),
+        provenance="gpuledger.cost.comparison: ratio = throughput parts (hardware × precision × software × "
+        "load, or the unexplained remainder) × utilisation ratio × hourly-cost ratio (B/A); the bars' log10 "
+        "values sum to log10 of the ratio.",
+    )

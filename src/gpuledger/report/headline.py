@@ -309,6 +309,17 @@ def ratio_answer(comp: Comparison, names: dict[str, str] | None = None) -> Answe
     if carried is not None:
         parts = (f"{words} {percent(getattr(carried, k))}" for k, words in _FACTOR_WORDS)
         why.append("carried by: " + ", ".join(parts))
+    biggest = d.biggest_part()
+    if biggest is not None and len(d.throughput_parts) > 1:
+        chain = " × ".join(f"{p.part} {fmt.num(p.factor)}x" for p in d.throughput_parts)
+        name = "the unexplained remainder" if biggest.part == "remainder" else biggest.part
+        why.append(f"throughput {fmt.num(d.throughput_ratio)}x = {chain}; the biggest part: {name}")
+    elif biggest is not None:
+        why.append(f"throughput {fmt.num(d.throughput_ratio)}x not taken apart: {biggest.what}")
+    like = pair.likeness
+    settings = f"; {len(pair.warnings)} warning(s) about the runs' settings and measurements" if (
+        pair.warnings) else ""
+    why.append(f"{like.summary}{settings} (see Cost)")
     if pair.sensitivity:
         top = pair.sensitivity[0]
         lo, hi = sorted((top.ratio_at_minus_20pct, top.ratio_at_plus_20pct))
@@ -316,8 +327,6 @@ def ratio_answer(comp: Comparison, names: dict[str, str] | None = None) -> Answe
             f"moves it most: {top.input} of {names.get(top.run_id, top.run_id)} ±20 % gives "
             f"{fmt.num(lo)}x … {fmt.num(hi)}x"
         )
-    if pair.warnings:
-        why.append(f"{len(pair.warnings)} warning(s) that the two runs are not like for like (see Cost)")
     facts = tuple(
         (names.get(c.run.id, c.run.id), price_line(c)) for c in (pair.a, pair.b)
     )

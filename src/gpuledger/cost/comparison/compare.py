@@ -6,27 +6,53 @@
 The unit compared (``basis``) is one both runs measured: by default the first run's headline unit
 (output tokens for inference, training tokens for training, images for image generation); aliases such
 as ``output`` / ``total`` name text-generation units. Break-even values and the sensitivity table are in
-``cost/comparison/breakeven.py``, the like-for-like warnings in ``cost/comparison/differences.py``.
+``cost/comparison/breakeven.py``. The throughput ratio is taken apart into hardware x precision x software x
+load (``cost/comparison/decomposition.py``); what differs between the two runs in ways that change the
+ratio, each with both sides, is ``cost/comparison/likeness.py`` (the pair's ``differences``); the warnings
+(``cost/comparison/differences.py``) are about the runs' settings and measurements, and say nothing a
+difference says (docs/cost.md, "Compare").
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pydantic import BaseModel, SerializeAsAny, model_serializer
+from pydantic import model_serializer
 
+from gpuledger.catalog import Catalog, load_catalog
 from gpuledger.cost.comparison.basis import resolve_basis
 from gpuledger.cost.comparison.breakeven import BreakEven, SensitivityRow, break_even, ratio_of, sensitivity
+from gpuledger.cost.comparison.decomposition import (
+    ORDER,
+    DecompositionError,
+    NotComputed,
+    ThroughputDecomposition,
+    ThroughputPart,
+    decompose_throughput,
+    unsplit,
+)
 from gpuledger.cost.comparison.differences import comparison_warnings
+from gpuledger.cost.comparison.likeness import ClosestSearch, Difference, Likeness, closest_search, likeness
 from gpuledger.cost.pricing.document import COMPONENTS, Doc, HourlyShares, MoneyKeys, UnitPrice, UnitYield
 from gpuledger.cost.pricing.model import HourlyCost
 from gpuledger.cost.pricing.profile import Mode
 from gpuledger.cost.pricing.runcost import RunCost
 from gpuledger.errors import InvalidInputError, UsageError
-from gpuledger.records import resolve_alias
+from gpuledger.records import RunInfo, resolve_alias
+
+# How many of a store's newest runs ``compare`` reads to find the closest like-for-like pair of a pair
+# that is not like for like (every pair of them is weighed).
+CLOSEST_SEARCH_LIMIT = 200
+THROUGHPUT_PARTS_MEANING = (
+    "the throughput ratio (A/B) = the product of the parts' factors; a part that cannot be computed is in "
+    "throughput_not_computed with its reason, and the unexplained remainder (part 'remainder') holds it. "
+    "Model: decode n x peak bandwidth x MBU x sequences / bytes per step, prefill FLOPs / (output tokens x n "
+    "x peak FLOP/s x MFU), weighted by each run's decode and prefill share of its time "
+    f"(gpuledger.cost.comparison.decomposition). Order: {ORDER}"
+)
 
 
 class RunRow(Doc):
@@ -94,8 +120,9 @@ class LogShares(Doc):
 
 class Decomposition(Doc):
     """ratio = throughput ratio (A/B) x utilisation ratio (A/B) x hourly-cost ratio (B/A), each factor's
-    share of ln(ratio), and the hourly costs side by side. ``throughput_parts``: the throughput ratio's
-    own parts (hardware, precision, software, load), when they are worked out (absent until then)."""
+    share of ln(ratio), and the hourly costs side by side. ``throughput_parts``: the throughput ratio's own
+    parts (hardware, precision, software, load — or an unexplained remainder, named as such), which
+    multiply to it exactly; ``throughput_not_computed``: the parts that could not be computed, and why."""
 
     formula: str = "ratio = throughput_ratio (A/B) x utilisation_ratio (A/B) x hourly_cost_ratio (B/A)"
     throughput_ratio: float
@@ -105,20 +132,24 @@ class Decomposition(Doc):
     share_of_log_ratio: LogShares | None
     share_of_log_ratio_meaning: str = "how much of ln(ratio) each factor carries (they sum to 1)"
     hourly: HourlyDifference
-    throughput_parts: SerializeAsAny[BaseModel] | None = None
+    throughput_parts: list[ThroughputPart]
+    throughput_not_computed: list[NotComputed]
+    throughput_parts_meaning: str = THROUGHPUT_PARTS_MEANING
 
-    @model_serializer(mode="wrap")
-    def _dump(self, handler: Any) -> dict[str, Any]:
-        out: dict[str, Any] = handler(self)
-        if self.throughput_parts is None:
-            out.pop("throughput_parts")
-        return out
+    def part(self, name: str) -> ThroughputPart | None:
+        return next((p for p in self.throughput_parts if p.part == name), None)
+
+    def biggest_part(self) -> ThroughputPart | None:
+        """The part of the throughput ratio furthest from x1 (either way)."""
+        return max(self.throughput_parts, key=lambda p: abs(math.log(p.factor)), default=None)
 
 
 class PairDocument(Doc):
     """One pair of ``compare --json``: A against B in one unit, the ratio, what it is made of, what would
-    flip it, and the like-for-like warnings. ``differences``: the pair's typed like-for-like differences,
-    when they are worked out (absent until then)."""
+    flip it, the warnings about the runs' settings and measurements, and like for like: ``differences``
+    (each aspect that changes the ratio, with both sides; empty when there is none), ``like_for_like`` and
+    its summary; ``closest_like_for_like``: for a pair that is not, the store's most nearly like-for-like
+    pair of the same two vendors (``gpuledger compare`` looks it up; absent when not looked up)."""
 
     a: str
     b: str
@@ -129,13 +160,16 @@ class PairDocument(Doc):
     break_even: list[BreakEven]
     sensitivity: list[SensitivityRow]
     warnings: list[str]
-    differences: list[SerializeAsAny[BaseModel]] | None = None
+    differences: list[Difference]
+    like_for_like: bool
+    like_for_like_summary: str
+    closest_like_for_like: ClosestSearch | None = None
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: Any) -> dict[str, Any]:
         out: dict[str, Any] = handler(self)
-        if self.differences is None:
-            out.pop("differences")
+        if self.closest_like_for_like is None:
+            out.pop("closest_like_for_like")
         return out
 
 
@@ -168,6 +202,8 @@ class PairComparison:
     break_even: list[BreakEven]
     sensitivity: list[SensitivityRow]
     warnings: list[str]
+    likeness: Likeness
+    closest: ClosestSearch | None = None  # looked up in a store (``with_closest``)
 
     def words(self) -> str:
         """What is compared, in words: "output tokens", "images"."""
@@ -186,6 +222,10 @@ class PairComparison:
             break_even=self.break_even,
             sensitivity=self.sensitivity,
             warnings=self.warnings,
+            differences=self.likeness.differences,
+            like_for_like=self.likeness.like_for_like,
+            like_for_like_summary=self.likeness.summary,
+            closest_like_for_like=self.closest,
         )
 
 
@@ -231,7 +271,25 @@ def _side(h: HourlyCost) -> HourlySide:
                       shares=HourlyShares(**h.shares()))
 
 
-def decompose(a: RunCost, b: RunCost, unit: str) -> Decomposition:
+def throughput_parts(a: RunCost, b: RunCost, unit: str, catalog: Catalog) -> ThroughputDecomposition:
+    """The throughput ratio of what was priced of ``a`` and ``b`` (each run's priced stage) taken apart;
+    a pair the model cannot take apart is one unexplained remainder, saying why."""
+    ra, rb = a.inputs.rate(unit) or 0.0, b.inputs.rate(unit) or 0.0
+    rate_unit = f"{a.inputs.unit(unit).rate_text} (all the run's devices)"
+    try:
+        parts = decompose_throughput(a.run, b.run, summary_a=a.summary, summary_b=b.summary, unit=unit,
+                                     catalog=catalog)
+    except DecompositionError as exc:
+        return unsplit(a.run, b.run, unit=unit, rate_unit=rate_unit, throughput_a=ra, throughput_b=rb,
+                       reason=str(exc))
+    if not math.isclose(parts.throughput_ratio, ra / rb, rel_tol=1e-9):
+        return unsplit(a.run, b.run, unit=unit, rate_unit=rate_unit, throughput_a=ra, throughput_b=rb,
+                       reason=f"the priced rates ({a.rate_source}; {b.rate_source}) are not the runs' "
+                       "summaries' the model reads")
+    return parts
+
+
+def decompose(a: RunCost, b: RunCost, unit: str, catalog: Catalog | None = None) -> Decomposition:
     ea, eb = a.evaluation, b.evaluation
     thr = (a.inputs.rate(unit) or 0.0) / (b.inputs.rate(unit) or math.inf)
     util = a.inputs.utilisation / b.inputs.utilisation
@@ -241,6 +299,7 @@ def decompose(a: RunCost, b: RunCost, unit: str) -> Decomposition:
     total_log = math.log(ratio)
     carried = LogShares(**{k: v / total_log for k, v in logs.items()}) if abs(total_log) > 1e-12 else None
     comps_a, comps_b = ea.hourly.components(), eb.hourly.components()
+    parts = throughput_parts(a, b, unit, catalog if catalog is not None else load_catalog())
     return Decomposition(
         throughput_ratio=thr,
         utilisation_ratio=util,
@@ -254,26 +313,50 @@ def decompose(a: RunCost, b: RunCost, unit: str) -> Decomposition:
                 **{k: (comps_b[k] - comps_a[k]) / ea.hourly.total for k in comps_a}
             ),
         ),
+        throughput_parts=parts.throughput_parts,
+        throughput_not_computed=parts.not_computed,
     )
 
 
-def compare_pair(a: RunCost, b: RunCost, basis: str | None = None) -> PairComparison:
+def compare_pair(
+    a: RunCost, b: RunCost, basis: str | None = None, catalog: Catalog | None = None
+) -> PairComparison:
     name, unit = resolve_basis([a, b], basis)
     ratio = ratio_of(a.evaluation, b.evaluation, unit)
+    cat = catalog if catalog is not None else load_catalog()
     return PairComparison(
         a,
         b,
         name,
         unit,
         ratio,
-        decompose(a, b, unit),
+        decompose(a, b, unit, cat),
         break_even(a, b, unit),
         sensitivity(a, b, unit),
         comparison_warnings(a, b),
+        likeness(a.run, b.run, profile_a=a.profile, profile_b=b.profile, summary_a=a.summary,
+                 summary_b=b.summary, catalog=cat),
     )
 
 
-def compare(runs_costs: Sequence[RunCost], basis: str | None = None) -> Comparison:
+def with_closest(
+    comp: Comparison, stored: Sequence[RunInfo], *, limit: int = CLOSEST_SEARCH_LIMIT,
+    catalog: Catalog | None = None,
+) -> Comparison:
+    """``comp`` with, for each pair that is not like for like, the closest like-for-like pair of the same
+    two vendors among ``stored`` (a store's newest ``limit`` runs) — or why there is none."""
+    cat = catalog if catalog is not None else load_catalog()
+    pairs = [
+        p if p.likeness.like_for_like else replace(p, closest=closest_search(
+            (p.a.run, p.b.run), stored, limit=limit, summaries=(p.a.summary, p.b.summary), catalog=cat))
+        for p in comp.pairs
+    ]
+    return replace(comp, pairs=pairs)
+
+
+def compare(
+    runs_costs: Sequence[RunCost], basis: str | None = None, *, catalog: Catalog | None = None
+) -> Comparison:
     """The first run against each of the others. All must be priced in one currency (no silent FX)."""
     costs = list(runs_costs)
     if len(costs) < 2:
@@ -286,11 +369,13 @@ def compare(runs_costs: Sequence[RunCost], basis: str | None = None) -> Comparis
             f"the runs are priced in different currencies ({listing}); gpuledger does no currency conversion",
             hint="use cost profiles in one currency",
         )
-    pairs = [compare_pair(costs[0], other, name) for other in costs[1:]]
+    cat = catalog if catalog is not None else load_catalog()
+    pairs = [compare_pair(costs[0], other, name, cat) for other in costs[1:]]
     return Comparison(name, costs[0].currency, costs, pairs)
 
 
 __all__ = [
+    "CLOSEST_SEARCH_LIMIT",
     "BreakEven",
     "Comparison",
     "ComparisonDocument",
@@ -303,4 +388,6 @@ __all__ = [
     "compare_pair",
     "decompose",
     "ratio_of",
+    "throughput_parts",
+    "with_closest",
 ]

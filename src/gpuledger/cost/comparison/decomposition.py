@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -45,7 +45,7 @@ from gpuledger.catalog.roofline import TB, kv_bytes, kv_cache_bytes, weight_byte
 from gpuledger.cost.pricing.efficiency import Efficiency, model_of, run_efficiency
 from gpuledger.cost.pricing.modelarch import ModelArch
 from gpuledger.cost.pricing.operating import operating_point
-from gpuledger.cost.pricing.runview import gpu_devices
+from gpuledger.cost.pricing.runview import cpu_device, gpu_devices
 from gpuledger.kinds.text.published import PublishedSummary
 from gpuledger.kinds.text.summary import TextGenerationSummary
 from gpuledger.records import RunInfo, RunSummary
@@ -217,7 +217,8 @@ def _devices(run: RunInfo, summary: RunSummary, cat: Catalog) -> tuple[GpuSpec |
         return spec, why, _Value(float(n), "published", f"{n} x {origin.gpu}; {origin.label}")
     used, _ = gpu_devices(run)
     if not used:
-        why = "the run records no GPU (no telemetry of the devices that served it)"
+        why = ("the run was served by its host's CPU: the catalog's peaks are GPUs'" if cpu_device(run)
+               is not None else "the run records no GPU (no telemetry of the devices that served it)")
         return None, why, _Value(None, "run", why)
     name = sorted({d.name for d in used})[0]
     spec = cat.find(name)
@@ -554,6 +555,28 @@ def decompose_throughput(
     )
 
 
-def decomposition_document(d: ThroughputDecomposition) -> dict[str, Any]:
-    """``pairs[].decomposition`` of ``compare --json``: the parts and what was not computed."""
-    return d.model_dump(mode="json")
+def unsplit(a: RunInfo, b: RunInfo, *, unit: str, rate_unit: str, throughput_a: float, throughput_b: float,
+            reason: str) -> ThroughputDecomposition:
+    """The throughput ratio of two runs the model cannot take apart (``decompose_throughput`` raised
+    ``DecompositionError``: not text generation, no rate of the unit): one part, the unexplained remainder,
+    saying why."""
+    def side(run: RunInfo) -> _Value:
+        summary = run.summary
+        origin = summary.origin() if summary is not None else None
+        if origin is None:
+            return _Value(None, "run", f"measured by run {run.id}")
+        return _Value(None, "published", origin.label)
+
+    va, vb = side(a), side(b)
+    inputs = [PartInput(name="throughput", unit=rate_unit,
+                        a=SideValue(value=throughput_a, origin=va.origin, source=va.source),
+                        b=SideValue(value=throughput_b, origin=vb.origin, source=vb.source))]
+    names = ", ".join(PARTS)
+    remainder = ThroughputPart(part="remainder", factor=throughput_a / throughput_b,
+                               what=f"unexplained remainder: {names} together, not split ({reason})",
+                               inputs=inputs)
+    return ThroughputDecomposition(
+        a=a.id, b=b.id, unit=unit, rate_unit=rate_unit, throughput_a=throughput_a, throughput_b=throughput_b,
+        throughput_ratio=throughput_a / throughput_b, throughput_parts=[remainder],
+        not_computed=[NotComputed(part=part, reason=reason) for part in PARTS],
+    )

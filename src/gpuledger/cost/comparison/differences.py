@@ -1,5 +1,12 @@
-"""What makes two runs not like-for-like: a different model, workload, settings, software stack, power
-basis or operating point. ``comparison_warnings`` lists it for ``compare`` and the reports."""
+"""The warnings of a comparison: how the two runs were set up and measured — the workload's and the run
+settings' keys that differ, runs not complete or not equally trustworthy, one at saturation, a software stack
+that drifted, the power basis and the utilisation assumed. ``comparison_warnings`` lists them for
+``compare`` and the reports.
+
+What each run *is*, in the aspects that change the ratio — the model, the size of a unit of work (mean
+lengths per request, tokens per step), the serving stack and its version, the hardware generation, the
+precision, the scenario — is the pair's like-for-like ``differences`` (``cost/comparison/likeness.py``),
+each with both sides; a warning does not repeat one (docs/cost.md, "Compare")."""
 
 from __future__ import annotations
 
@@ -10,7 +17,7 @@ from gpuledger.bench.server_state import QUEUE_NOTE_MS
 from gpuledger.cost.comparison.groups import REPEAT_KEY
 from gpuledger.cost.pricing.runcost import RunCost
 from gpuledger.cost.pricing.runview import flat
-from gpuledger.records import RunInfo, RunSummary
+from gpuledger.records import RunInfo
 
 # Environment/config keys are compared by their words (``torch.cuda_version`` -> torch, cuda, version).
 _VENDOR_STACK_WORDS = frozenset(
@@ -99,14 +106,6 @@ def environment_differences(a: RunCost, b: RunCost) -> tuple[list[str], list[str
     return warns, notes
 
 
-def _mean_per_item(summary: RunSummary | None, unit: str) -> float | None:
-    """Work of ``unit`` per successful item (request, step, image) on average."""
-    if summary is None or not summary.num_ok:
-        return None
-    w = summary.work().get(unit)
-    return w.count / summary.num_ok if w is not None else None
-
-
 def _queueing(run: RunInfo) -> str | None:
     """How the run's server queued requests (``server.state``, read from its /metrics): a phrase, "" when
     it did not, None when unknown."""
@@ -164,8 +163,8 @@ def verdict_differences(ra: RunInfo, rb: RunInfo) -> list[str]:
 def comparison_warnings(a: RunCost, b: RunCost) -> list[str]:
     ra, rb = a.run, b.run
     out: list[str] = []
-    if ra.model != rb.model:
-        out.append(f"different models: {ra.model!r} (A) vs {rb.model!r} (B)")
+    # The model, the mean size of a unit of work and the serving stack (engine, version) are the pair's
+    # like-for-like differences (likeness.py), with both sides: not warned about again here.
     wa, wb = flat(ra.workload or {}), flat(rb.workload or {})
     same_file = wa.get("sha256") is not None and wa.get("sha256") == wb.get("sha256")
     # A dataset file read from another place is the same workload when its bytes are the same.
@@ -193,11 +192,6 @@ def comparison_warnings(a: RunCost, b: RunCost) -> list[str]:
         out.append(
             "different run settings: " + ", ".join(f"{k} = {ca.get(k)!r} vs {cb.get(k)!r}" for k in cdiff[:6])
         )
-    sa_, sb_ = ra.summary, rb.summary
-    for unit, what, per in sa_.SIZE_UNITS if sa_ is not None else ():
-        ma, mb = _mean_per_item(sa_, unit), _mean_per_item(sb_, unit)
-        if ma and mb and abs(ma - mb) / max(ma, mb) > 0.05:
-            out.append(f"different {what}: {ma:.1f} vs {mb:.1f} {per} on average")
     for side, run in (("A", ra), ("B", rb)):
         for note in run.summary.fidelity_notes() if run.summary is not None else ():
             out.append(f"run {run.id} ({side}): {note}")
@@ -205,11 +199,10 @@ def comparison_warnings(a: RunCost, b: RunCost) -> list[str]:
             out.append(f"run {run.id} ({side}) is {run.status}, not complete")
     out.extend(_saturation_warnings(ra, rb))
     out.extend(verdict_differences(ra, rb))
-    if ra.engine != rb.engine:
-        out.append(f"different engines: {ra.engine!r} (A) vs {rb.engine!r} (B)")
     sa, sb = flat(ra.server or {}), flat(rb.server or {})
     for key in sorted(set(sa) & set(sb)):
-        if "version" in key.lower() and sa[key] != sb[key] and ra.engine == rb.engine:
+        # The server's own version is the framework difference; a component's version is warned here.
+        if key != "version" and "version" in key.lower() and sa[key] != sb[key] and ra.engine == rb.engine:
             out.append(f"different {ra.engine or 'engine'} versions: {sa[key]!r} (A) vs {sb[key]!r} (B)")
     env_warns, _ = environment_differences(a, b)
     out.extend(env_warns)

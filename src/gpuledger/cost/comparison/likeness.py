@@ -36,10 +36,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpuledger.catalog import Catalog, GpuSpec, load_catalog, normalise_dtype
-from gpuledger.cost.pricing.modelarch import find_known
+from gpuledger.cost.pricing.modelarch import ModelArch, find_known
 from gpuledger.cost.pricing.operating import operating_point
 from gpuledger.cost.pricing.profile import CostProfile
-from gpuledger.cost.pricing.runview import gpu_devices
+from gpuledger.cost.pricing.runview import cpu_device, cpu_threads, gpu_devices
+from gpuledger.errors import GpuledgerError
 from gpuledger.kinds.text.published import PublishedSummary
 from gpuledger.kinds.text.summary import TextGenerationSummary
 from gpuledger.records import RunInfo, RunSummary
@@ -49,6 +50,7 @@ Aspect = Literal["generation", "precision", "model", "workload", "scenario", "fr
 Status = Literal["differs", "unknown"]
 LENGTH_TOLERANCE = 0.05  # mean lengths this far apart (relative) are another workload
 LIKE_FOR_LIKE = "like for like"
+VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD", "intel": "Intel"}
 
 
 class _Model(BaseModel):
@@ -100,34 +102,81 @@ def _unknown(why: str) -> _Known:
     return _Known(why, None)
 
 
+class _Lookup:
+    """The catalog's GPU and the known model architecture of a name, each looked up once."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self._gpus: dict[str, GpuSpec | None] = {}
+        self._archs: dict[str, ModelArch | None] = {}
+
+    def gpu(self, name: str) -> GpuSpec | None:
+        if name not in self._gpus:
+            self._gpus[name] = self.catalog.find(name)
+        return self._gpus[name]
+
+    def arch(self, model: str) -> ModelArch | None:
+        if model not in self._archs:
+            self._archs[model] = find_known(model)
+        return self._archs[model]
+
+
 def _summary(run: RunInfo) -> RunSummary | None:
     op = operating_point(run)
     return op.summary if op is not None else run.summary
 
 
-def _gpu(run: RunInfo, summary: RunSummary | None, cat: Catalog) -> tuple[GpuSpec | None, int | None, str]:
+@dataclass(frozen=True, slots=True)
+class _Hardware:
+    """What served the run: its catalog GPU and how many (None: not known, ``why``), or its CPU."""
+
+    spec: GpuSpec | None
+    count: int | None
+    why: str
+    cpu: str | None = None  # the CPU's name, for a run served by its host's CPU
+    cpu_threads: int | None = None
+
+
+def _gpu(run: RunInfo, summary: RunSummary | None, look: _Lookup) -> _Hardware:
     origin = summary.origin() if summary is not None else None
     if origin is not None and origin.gpu:
-        spec = cat.find(origin.gpu)
-        return spec, origin.gpus, "" if spec is not None else f"{origin.gpu!r} is not in the GPU catalog"
+        spec = look.gpu(origin.gpu)
+        why = "" if spec is not None else f"{origin.gpu!r} is not in the GPU catalog"
+        return _Hardware(spec, origin.gpus, why)
     used, _ = gpu_devices(run)
     if not used:
-        return None, None, "no GPU recorded (no telemetry of the devices that served it)"
+        cpu = cpu_device(run) if origin is None else None
+        if cpu is not None:  # served by its host's CPU (as cost prices it)
+            host = run.environment.cpu.model if run.environment.cpu is not None else None
+            return _Hardware(None, None, "", cpu.name or host or "a CPU", cpu_threads(run))
+        return _Hardware(None, None, "no GPU recorded (no telemetry of the devices that served it)")
     name = sorted({d.name for d in used})[0]
-    spec = cat.find(name)
-    return spec, len(used), "" if spec is not None else f"{name!r} is not in the GPU catalog"
+    spec = look.gpu(name)
+    return _Hardware(spec, len(used), "" if spec is not None else f"{name!r} is not in the GPU catalog")
 
 
-def _generation(spec: GpuSpec | None, why: str) -> _Known:
+def _generation(hw: _Hardware) -> _Known:
+    if hw.cpu is not None:
+        return _Known(f"CPU: {hw.cpu} (no GPU)", ("cpu", hw.cpu))
+    spec = hw.spec
     if spec is None:
-        return _unknown(why or "GPU not known")
+        return _unknown(hw.why or "GPU not known")
     arch, year = spec.fact("architecture"), spec.fact("launch_year")
     if year.value is None:
         return _unknown(f"{spec.name}: {year.reason}")
     return _Known(f"{spec.name}: {arch.text()}, {year.text()}", (spec.vendor, arch.value, year.value))
 
 
-def _precision(run: RunInfo, summary: RunSummary | None) -> _Known:
+def _devices(hw: _Hardware) -> _Known:
+    if hw.cpu is not None:
+        threads = f" ({hw.cpu_threads} logical CPUs)" if hw.cpu_threads else ""
+        return _Known(f"the host's CPU{threads}", ("cpu", hw.cpu_threads))
+    if hw.count:
+        return _Known(f"{hw.count} GPU(s)", hw.count)
+    return _unknown(hw.why or "not recorded")
+
+
+def _precision(run: RunInfo, summary: RunSummary | None, look: _Lookup) -> _Known:
     if isinstance(summary, PublishedSummary):
         if summary.precision:
             kind = normalise_dtype(summary.precision)
@@ -137,7 +186,7 @@ def _precision(run: RunInfo, summary: RunSummary | None) -> _Known:
     if value:
         kind = normalise_dtype(value)
         return _Known(value, kind or value.lower())
-    arch = find_known(run.model)
+    arch = look.arch(run.model)
     if arch is not None and arch.dtype:
         return _Known(f"{arch.dtype} (the model's config)", arch.dtype)
     return _Known("not recorded by the run (16-bit assumed)", "16-bit assumed", assumed=True)
@@ -148,24 +197,49 @@ def _norm(text: str) -> str:
     return re.sub(r"[^a-z0-9.]+", "", text)
 
 
-def _model(run: RunInfo) -> _Known:
+def _model(run: RunInfo, look: _Lookup) -> _Known:
     if not run.model.strip():
         return _unknown("not recorded")
-    arch = find_known(run.model)
+    arch = look.arch(run.model)
     return _Known(run.model, arch.name if arch is not None else _norm(run.model))
 
 
-def _lengths(summary: RunSummary | None) -> tuple[float | None, float | None, str | None]:
-    """(mean input tokens, mean output tokens, the dataset when named)."""
+def _is_text(summary: RunSummary | None) -> bool:
+    return isinstance(summary, PublishedSummary | TextGenerationSummary)
+
+
+@dataclass(frozen=True, slots=True)
+class _Work:
+    """The size of a unit of the run's work: a text run's mean input and output tokens per request (and
+    its dataset, when named); another kind's sizes per item (``SIZE_UNITS``: tokens per step, ...)."""
+
+    text: bool
+    kind: str
+    input_len: float | None = None
+    output_len: float | None = None
+    dataset: str | None = None
+    sizes: tuple[tuple[str, str, float], ...] = ()  # (what, per, mean) of each size unit the run counted
+
+
+def _work(summary: RunSummary | None) -> _Work:
     if isinstance(summary, PublishedSummary):
         i = float(summary.input_len) if summary.input_len is not None else None
-        return i, float(summary.output_len), summary.dataset
-    if isinstance(summary, TextGenerationSummary) and summary.num_ok:
-        return summary.input_tokens_total / summary.num_ok, summary.output_tokens_total / summary.num_ok, None
-    return None, None, None
+        return _Work(True, summary.kind, i, float(summary.output_len), summary.dataset)
+    if isinstance(summary, TextGenerationSummary):
+        if not summary.num_ok:
+            return _Work(True, summary.kind)
+        return _Work(True, summary.kind, summary.input_tokens_total / summary.num_ok,
+                     summary.output_tokens_total / summary.num_ok)
+    if summary is None or not summary.num_ok:
+        return _Work(False, summary.kind if summary is not None else "")
+    work = summary.work()
+    sizes = tuple((what, per, w.count / summary.num_ok) for unit, what, per in summary.SIZE_UNITS
+                  if (w := work.get(unit)) is not None)
+    return _Work(False, summary.kind, sizes=sizes)
 
 
-def _scenario(run: RunInfo, summary: RunSummary | None) -> _Known:
+def _scenario(run: RunInfo, summary: RunSummary | None) -> _Known | None:
+    """How the load was offered; None for a kind of work without one (a training run) that records none."""
     if isinstance(summary, PublishedSummary):
         s = summary
         if s.scenario is not None:
@@ -187,6 +261,8 @@ def _scenario(run: RunInfo, summary: RunSummary | None) -> _Known:
     rate = params.get("rate_requests_per_s")
     if isinstance(rate, int | float):
         return _Known(f"{rate:g} requests/s (measured)", ("rate", float(rate)))
+    if not _is_text(summary):
+        return None
     return _unknown("the run's load is not one fixed concurrency or rate")
 
 
@@ -235,6 +311,40 @@ def _published(summary: RunSummary | None, name: str) -> _Known | None:
     return _Known(str(value), value) if value is not None else None
 
 
+@dataclass(frozen=True, slots=True)
+class _Facts:
+    """What one run was, aspect by aspect (read once: ``closest_like_for_like`` compares every pair)."""
+
+    id: str
+    label: str
+    vendor: str | None
+    per_gpu: float | None  # output tokens per second per GPU
+    generation: _Known
+    precision: _Known
+    model: _Known
+    work: _Work
+    scenario: _Known | None
+    framework: _Known
+    submitter: _Known
+    devices: _Known
+    accuracy: _Known | None
+    division: _Known | None
+
+
+def _facts(run: RunInfo, look: _Lookup, summary: RunSummary | None = None) -> _Facts:
+    s = summary if summary is not None else _summary(run)
+    hw = _gpu(run, s, look)
+    rate = s.rate("output_token") if s is not None else None
+    per_gpu = rate / hw.count if rate and rate > 0 and hw.count else None
+    return _Facts(
+        id=run.id, label=run.label or run.id, vendor=hw.spec.vendor if hw.spec is not None else None,
+        per_gpu=per_gpu, generation=_generation(hw), precision=_precision(run, s, look),
+        model=_model(run, look), work=_work(s), scenario=_scenario(run, s), framework=_framework(run, s),
+        submitter=_submitter(s),
+        devices=_devices(hw), accuracy=_published(s, "accuracy_target"), division=_published(s, "division"),
+    )
+
+
 # ---- comparing ------------------------------------------------------------------------------------
 WHY: dict[Aspect, str] = {
     "generation": "parts of different generations: the ratio includes the years of hardware progress between "
@@ -254,7 +364,27 @@ WHY: dict[Aspect, str] = {
 }
 
 
-def _compare(aspect: Aspect, a: _Known | None, b: _Known | None, out: list[Difference], *,
+@dataclass(frozen=True, slots=True)
+class _Diff:
+    """A ``Difference`` before it is one (the closest pair's search weighs many pairs, keeps one)."""
+
+    aspect: Aspect
+    status: Status
+    a: str
+    b: str
+    why: str
+    expected: bool = False
+
+    def model(self) -> Difference:
+        return Difference(aspect=self.aspect, status=self.status, a=self.a, b=self.b, why=self.why,
+                          expected=self.expected)
+
+
+WORK_WHY = ("another size of a unit of work (a step, a batch) is other work per unit: the ratio is not one "
+            "workload's")
+
+
+def _compare(aspect: Aspect, a: _Known | None, b: _Known | None, out: list[_Diff], *,
              expected: bool = False, why: str | None = None) -> None:
     if a is None and b is None:
         return
@@ -262,96 +392,110 @@ def _compare(aspect: Aspect, a: _Known | None, b: _Known | None, out: list[Diffe
     tb = b.text if b is not None else "not published"
     if a is None or b is None or a.key is None or b.key is None or (
             (a.assumed or b.assumed) and a.key != b.key):
-        out.append(Difference(aspect=aspect, status="unknown", a=ta, b=tb,
+        out.append(_Diff(aspect=aspect, status="unknown", a=ta, b=tb,
                               why=f"not known for both runs: {WHY[aspect]}"))
         return
     if a.key != b.key:
-        out.append(Difference(aspect=aspect, status="differs", a=ta, b=tb, why=why or WHY[aspect],
+        out.append(_Diff(aspect=aspect, status="differs", a=ta, b=tb, why=why or WHY[aspect],
                               expected=expected))
 
 
-def _generation_diff(a: _Known, b: _Known, out: list[Difference]) -> None:
-    if a.key is None or b.key is None:
+def _generation_diff(a: _Known, b: _Known, out: list[_Diff]) -> None:
+    if a.key is None or b.key is None or not (
+            isinstance(a.key, tuple) and isinstance(b.key, tuple) and len(a.key) == len(b.key) == 3):
         _compare("generation", a, b, out)
         return
-    assert isinstance(a.key, tuple) and isinstance(b.key, tuple)
     (va, arch_a, ya), (vb, arch_b, yb) = a.key, b.key
     if ya != yb:
-        gap = abs(int(ya) - int(yb))
-        out.append(Difference(aspect="generation", status="differs", a=a.text, b=b.text,
+        gap = abs(int(str(ya)) - int(str(yb)))
+        out.append(_Diff(aspect="generation", status="differs", a=a.text, b=b.text,
                               why=f"launched {gap} year{'s' if gap > 1 else ''} apart: {WHY['generation']}"))
     elif va == vb and arch_a != arch_b:
-        out.append(Difference(aspect="generation", status="differs", a=a.text, b=b.text,
+        out.append(_Diff(aspect="generation", status="differs", a=a.text, b=b.text,
                               why=f"two architectures of one vendor: {WHY['generation']}"))
 
 
-def _workload_diff(sa: RunSummary | None, sb: RunSummary | None, out: list[Difference]) -> None:
-    ia, oa, da = _lengths(sa)
-    ib, ob, db = _lengths(sb)
+def _apart(x: float, y: float) -> bool:
+    return abs(x - y) / max(x, y) > LENGTH_TOLERANCE
 
-    def text(i: float | None, o: float | None, d: str | None) -> str:
-        parts = [f"{i:.0f} in" if i is not None else "input length not published",
-                 f"{o:.0f} out" if o is not None else "output length unknown"]
-        return " / ".join(parts) + (f" tokens per request ({d})" if d else " tokens per request")
 
-    ta, tb = text(ia, oa, da), text(ib, ob, db)
+def _text_of(w: _Work) -> str:
+    if not w.text:
+        if not w.sizes:
+            return f"{w.kind or 'no'} work, no size per item recorded"
+        return ", ".join(f"{value:.4g} {per}" for _, per, value in w.sizes)
+    parts = [f"{w.input_len:.0f} in" if w.input_len is not None else "input length not published",
+             f"{w.output_len:.0f} out" if w.output_len is not None else "output length unknown"]
+    return " / ".join(parts) + (f" tokens per request ({w.dataset})" if w.dataset else " tokens per request")
+
+
+def _workload_diff(wa: _Work, wb: _Work, out: list[_Diff]) -> None:
+    ta, tb = _text_of(wa), _text_of(wb)
+    if wa.text != wb.text or wa.kind != wb.kind:
+        out.append(_Diff(aspect="workload", status="differs", a=ta, b=tb,
+                              why=f"another kind of work ({wa.kind or '?'} vs {wb.kind or '?'}): {WORK_WHY}"))
+        return
+    if not wa.text:
+        sizes_b = {what: value for what, _, value in wb.sizes}
+        apart = [what for what, _, value in wa.sizes if what in sizes_b and _apart(value, sizes_b[what])]
+        if apart:
+            out.append(_Diff(aspect="workload", status="differs", a=ta, b=tb,
+                                  why=f"different {', '.join(apart)}: {WORK_WHY}"))
+        return
+    oa, ob = wa.output_len, wb.output_len
     if oa is None or ob is None:
-        out.append(Difference(aspect="workload", status="unknown", a=ta, b=tb,
+        out.append(_Diff(aspect="workload", status="unknown", a=ta, b=tb,
                               why=f"not known for both runs: {WHY['workload']}"))
         return
-
-    def apart(x: float, y: float) -> bool:
-        return abs(x - y) / max(x, y) > LENGTH_TOLERANCE
-
-    same_dataset = da is not None and da == db
+    ia, ib = wa.input_len, wb.input_len
+    same_dataset = wa.dataset is not None and wa.dataset == wb.dataset
     if ia is None or ib is None:
         if not same_dataset:
-            out.append(Difference(aspect="workload", status="unknown", a=ta, b=tb,
+            out.append(_Diff(aspect="workload", status="unknown", a=ta, b=tb,
                                   why="input lengths not known for both (and not one dataset): "
                                       + WHY["workload"]))
             return
-        if apart(oa, ob):
-            out.append(Difference(aspect="workload", status="differs", a=ta, b=tb, why=WHY["workload"]))
+        if _apart(oa, ob):
+            out.append(_Diff(aspect="workload", status="differs", a=ta, b=tb, why=WHY["workload"]))
         return
-    if apart(ia, ib) or apart(oa, ob):
-        out.append(Difference(aspect="workload", status="differs", a=ta, b=tb, why=WHY["workload"]))
+    if _apart(ia, ib) or _apart(oa, ob):
+        out.append(_Diff(aspect="workload", status="differs", a=ta, b=tb, why=WHY["workload"]))
 
 
-def likeness(
-    a: RunInfo,
-    b: RunInfo,
-    *,
-    profile_a: CostProfile | None = None,
-    profile_b: CostProfile | None = None,
-    catalog: Catalog | None = None,
-) -> Likeness:
-    """The differences between ``a`` and ``b`` that change their ratio (module docstring); the price basis
-    is compared when both profiles are given."""
-    cat = catalog if catalog is not None else load_catalog()
-    sa, sb = _summary(a), _summary(b)
-    spec_a, n_a, why_a = _gpu(a, sa, cat)
-    spec_b, n_b, why_b = _gpu(b, sb, cat)
-    out: list[Difference] = []
-    _generation_diff(_generation(spec_a, why_a), _generation(spec_b, why_b), out)
-    _compare("precision", _precision(a, sa), _precision(b, sb), out)
-    _compare("model", _model(a), _model(b), out)
-    _workload_diff(sa, sb, out)
-    _compare("scenario", _scenario(a, sa), _scenario(b, sb), out)
-    other_vendors = spec_a is not None and spec_b is not None and spec_a.vendor != spec_b.vendor
-    _compare("framework", _framework(a, sa), _framework(b, sb), out, expected=other_vendors,
+def _differences(fa: _Facts, fb: _Facts, profile_a: CostProfile | None = None,
+                 profile_b: CostProfile | None = None) -> list[_Diff]:
+    out: list[_Diff] = []
+    _generation_diff(fa.generation, fb.generation, out)
+    _compare("precision", fa.precision, fb.precision, out)
+    _compare("model", fa.model, fb.model, out)
+    _workload_diff(fa.work, fb.work, out)
+    _compare("scenario", fa.scenario, fb.scenario, out)
+    other_vendors = fa.vendor is not None and fb.vendor is not None and fa.vendor != fb.vendor
+    _compare("framework", fa.framework, fb.framework, out, expected=other_vendors,
              why=(f"each vendor's own serving stack: {WHY['framework']} — part of what a cross-vendor ratio "
                   "measures (the software share of the gap)") if other_vendors else None)
-    sub_a, sub_b = _submitter(sa), _submitter(sb)
+    sub_a, sub_b = fa.submitter, fb.submitter
     both_vendors = (isinstance(sub_a.key, tuple) and isinstance(sub_b.key, tuple)
                     and sub_a.key[0] == sub_b.key[0] == "vendor" and other_vendors)
     if not both_vendors:  # each vendor on its own hardware is the same kind of submission
         _compare("submitter", sub_a, sub_b, out)
-    _compare("devices", _Known(f"{n_a} GPU(s)", n_a) if n_a else _unknown(why_a or "not recorded"),
-             _Known(f"{n_b} GPU(s)", n_b) if n_b else _unknown(why_b or "not recorded"), out)
-    _compare("accuracy target", _published(sa, "accuracy_target"), _published(sb, "accuracy_target"), out)
-    _compare("division", _published(sa, "division"), _published(sb, "division"), out)
+    _compare("devices", fa.devices, fb.devices, out)
+    _compare("accuracy target", fa.accuracy, fb.accuracy, out)
+    _compare("division", fa.division, fb.division, out)
     if profile_a is not None and profile_b is not None:
         _compare("price basis", _price_basis(profile_a), _price_basis(profile_b), out)
+    return out
+
+
+def _counted(diffs: Sequence[_Diff]) -> tuple[int, int]:
+    """(differences that count, of which unknown)."""
+    counted = [d for d in diffs if not d.expected]
+    return len(counted), sum(1 for d in counted if d.status == "unknown")
+
+
+def _likeness(fa: _Facts, fb: _Facts, profile_a: CostProfile | None = None,
+              profile_b: CostProfile | None = None) -> Likeness:
+    out = [d.model() for d in _differences(fa, fb, profile_a, profile_b)]
     counted = [d for d in out if not d.expected]
     like = not counted
     if like:
@@ -360,7 +504,24 @@ def likeness(
     else:
         text = f"not like for like: {len(counted)} difference{'s' if len(counted) > 1 else ''} (" + ", ".join(
             f"{d.aspect}{'?' if d.status == 'unknown' else ''}" for d in counted) + ")"
-    return Likeness(a=a.id, b=b.id, differences=out, like_for_like=like, summary=text)
+    return Likeness(a=fa.id, b=fb.id, differences=out, like_for_like=like, summary=text)
+
+
+def likeness(
+    a: RunInfo,
+    b: RunInfo,
+    *,
+    profile_a: CostProfile | None = None,
+    profile_b: CostProfile | None = None,
+    summary_a: RunSummary | None = None,
+    summary_b: RunSummary | None = None,
+    catalog: Catalog | None = None,
+) -> Likeness:
+    """The differences between ``a`` and ``b`` that change their ratio (module docstring); the price basis
+    is compared when both profiles are given. ``summary_*``: what was priced of each (a sweep's stage;
+    default the stage ``gpuledger cost`` prices)."""
+    look = _Lookup(catalog if catalog is not None else load_catalog())
+    return _likeness(_facts(a, look, summary_a), _facts(b, look, summary_b), profile_a, profile_b)
 
 
 # ---- the closest like-for-like pair ---------------------------------------------------------------
@@ -380,18 +541,59 @@ class ClosestPair(_Model):
     why: str = Field(max_length=2_000)
 
 
-def _per_gpu(run: RunInfo, cat: Catalog) -> float | None:
-    s = _summary(run)
-    rate = s.rate("output_token") if s is not None else None
-    _, n, _ = _gpu(run, s, cat)
-    if not rate or rate <= 0 or not n:
-        return None
-    return rate / n
+class ClosestSearch(_Model):
+    """``compare``'s search of its store for the closest like-for-like pair of a pair that is not like for
+    like: how many runs it read (the newest, at most ``limit``), the pair it found, or why there is none."""
+
+    searched: int = Field(ge=0)
+    limit: int = Field(ge=1)
+    found: ClosestPair | None
+    why: str = Field(max_length=2_000)
 
 
-def _vendor(run: RunInfo, cat: Catalog) -> str | None:
-    spec, _, _ = _gpu(run, _summary(run), cat)
-    return spec.vendor if spec is not None else None
+def _closest(head_a: _Facts, head_b: _Facts, candidates: Sequence[_Facts]) -> ClosestPair | str:
+    va, vb = head_a.vendor, head_b.vendor
+    if va is None or vb is None:
+        which = "A" if va is None else "B"
+        return f"{which} has no GPU of the catalog: no vendor to look for"
+    skip = {head_a.id, head_b.id}
+    side_a = [f for f in candidates if f.id not in skip and f.vendor == va and f.per_gpu]
+    side_b = [f for f in candidates if f.id not in skip and f.vendor == vb and f.per_gpu]
+    if not side_a or not side_b:
+        missing = va if not side_a else vb
+        return f"no other run with an output rate on a GPU of {VENDOR_NAMES.get(missing, missing)}"
+    best: tuple[tuple[int, int, int, str, str], _Facts, _Facts, int] | None = None
+    away_a = {f.id: _counted(_differences(head_a, f))[0] for f in side_a}
+    away_b = {f.id: _counted(_differences(head_b, f))[0] for f in side_b}
+    for x in side_a:
+        for y in side_b:
+            if x.id == y.id:
+                continue
+            count, unknown = _counted(_differences(x, y))
+            away = away_a[x.id] + away_b[y.id]
+            key = (count, unknown, away, x.id, y.id)
+            if best is None or key < best[0]:
+                best = (key, x, y, away)
+    if best is None:
+        return "no pair of two different runs of the two vendors"
+    _, x, y, away = best
+    like = _likeness(x, y)
+    assert x.per_gpu is not None and y.per_gpu is not None
+    why = (f"of {len(side_a)} x {len(side_b)} stored pairs of the two vendors, the one with the fewest "
+           f"differences between its sides ({like.summary}), then the fewest from the headline pair ({away})")
+    return ClosestPair(headline_a=head_a.id, headline_b=head_b.id, a=x.id, b=y.id, label_a=x.label,
+                       label_b=y.label, likeness=like, throughput_ratio_per_gpu=x.per_gpu / y.per_gpu,
+                       away_from_headline=away, why=why)
+
+
+def _candidates(runs: Sequence[RunInfo], look: _Lookup) -> list[_Facts]:
+    out = []
+    for run in runs:
+        try:
+            out.append(_facts(run, look))
+        except GpuledgerError:  # a sweep with no stage to price: not a candidate
+            continue
+    return out
 
 
 def closest_like_for_like(
@@ -404,34 +606,26 @@ def closest_like_for_like(
     differences between its two sides — nothing unknown first — and then the fewest from the headline pair
     (each side against the headline's side of its vendor); its output tokens per second per GPU, A ÷ B. None
     when no candidate pair has both vendors."""
-    cat = catalog if catalog is not None else load_catalog()
-    head_a, head_b = pair
-    va, vb = _vendor(head_a, cat), _vendor(head_b, cat)
-    if va is None or vb is None:
-        return None
-    skip = {head_a.id, head_b.id}
-    side_a = [r for r in candidates if r.id not in skip and _vendor(r, cat) == va and _per_gpu(r, cat)]
-    side_b = [r for r in candidates if r.id not in skip and _vendor(r, cat) == vb and _per_gpu(r, cat)]
-    best: tuple[tuple[int, int, int, str, str], RunInfo, RunInfo, Likeness, int] | None = None
-    away_a = {r.id: len(likeness(head_a, r, catalog=cat).counted) for r in side_a}
-    away_b = {r.id: len(likeness(head_b, r, catalog=cat).counted) for r in side_b}
-    for x in side_a:
-        for y in side_b:
-            if x.id == y.id:
-                continue
-            like = likeness(x, y, catalog=cat)
-            unknown = sum(1 for d in like.counted if d.status == "unknown")
-            away = away_a[x.id] + away_b[y.id]
-            key = (len(like.counted), unknown, away, x.id, y.id)
-            if best is None or key < best[0]:
-                best = (key, x, y, like, away)
-    if best is None:
-        return None
-    _, x, y, like, away = best
-    ra, rb = _per_gpu(x, cat), _per_gpu(y, cat)
-    assert ra is not None and rb is not None
-    why = (f"of {len(side_a)} x {len(side_b)} stored pairs of the two vendors, the one with the fewest "
-           f"differences between its sides ({like.summary}), then the fewest from the headline pair ({away})")
-    return ClosestPair(headline_a=head_a.id, headline_b=head_b.id, a=x.id, b=y.id, label_a=x.label or x.id,
-                       label_b=y.label or y.id, likeness=like, throughput_ratio_per_gpu=ra / rb,
-                       away_from_headline=away, why=why)
+    look = _Lookup(catalog if catalog is not None else load_catalog())
+    found = _closest(_facts(pair[0], look), _facts(pair[1], look), _candidates(candidates, look))
+    return found if isinstance(found, ClosestPair) else None
+
+
+def closest_search(
+    pair: tuple[RunInfo, RunInfo],
+    stored: Sequence[RunInfo],
+    *,
+    limit: int,
+    summaries: tuple[RunSummary | None, RunSummary | None] = (None, None),
+    catalog: Catalog | None = None,
+) -> ClosestSearch:
+    """``closest_like_for_like`` over ``stored`` (the newest ``limit`` runs of a store), with why when none
+    is found; ``summaries``: what was priced of the pair's two runs."""
+    look = _Lookup(catalog if catalog is not None else load_catalog())
+    head_a, head_b = _facts(pair[0], look, summaries[0]), _facts(pair[1], look, summaries[1])
+    found = _closest(head_a, head_b, _candidates(stored, look))
+    within = f"among the {len(stored)} newest runs of the store" if len(stored) >= limit else (
+        f"among the store's {len(stored)} runs")
+    if isinstance(found, ClosestPair):
+        return ClosestSearch(searched=len(stored), limit=limit, found=found, why=f"{within}: {found.why}")
+    return ClosestSearch(searched=len(stored), limit=limit, found=None, why=f"none {within}: {found}")
