@@ -157,27 +157,25 @@ def render_offers(offers: list[HeadlineOffer]) -> None:
 def render_repricing(found: list[Repricing]) -> None:
     """For each pair of published points: the published ratio (the publisher's tiers), the user's, and
     the parts of the pricing that moved it."""
+    from gpuledger.report.layout import paragraph  # fitted to the terminal's width
+
     for r in found:
         a, b = r.pair.a, r.pair.b
         words = r.pair.words()
         cur = r.publisher_a.currency
         console.print()
-        console.print(Text(f"Published comparison re-priced: {a.run.id} vs {b.run.id} ({words} per currency "
-                           "unit, A ÷ B)", style="bold"))
+        paragraph(console, Text(f"Published comparison re-priced: {a.run.id} vs {b.run.id} ({words} per "
+                                "currency unit, A ÷ B)", style="bold"))
         origin = a.summary.origin()
         if origin is not None:
-            console.print(Text(f"  rates {origin.label}; the same in both pricings"))
+            paragraph(console, f"rates {origin.label}; the same in both pricings", lead="  ", indent=4)
         printed = "" if r.as_published_ratio is None else f" (as printed: {r.as_published_ratio:.3g}x)"
-        console.print(Text(
-            f"  publisher's tiers ({r.publisher_a.profile.name}, {r.publisher_b.profile.name}; {cur}): "
-            f"{r.published_ratio:.3g}x{printed}"
-        ))
-        console.print(Text(
-            f"  your profiles ({a.profile.name}, {b.profile.name}; {a.currency}): {r.user_ratio:.3g}x "
-            f"= {r.change:.3g} x the published ratio"
-        ))
+        paragraph(console, f"publisher's tiers ({r.publisher_a.profile.name}, {r.publisher_b.profile.name}; "
+                           f"{cur}): {r.published_ratio:.3g}x{printed}", lead="  ", indent=4)
+        paragraph(console, f"your profiles ({a.profile.name}, {b.profile.name}; {a.currency}): "
+                           f"{r.user_ratio:.3g}x = {r.change:.3g} x the published ratio", lead="  ", indent=4)
         if not r.steps:
-            console.print(Text(f"  {r.steps_note}"))
+            paragraph(console, r.steps_note, lead="  ", indent=4)
             continue
         table = Table(title="What moved it (publisher's pricing -> yours, one part at a time)",
                       title_justify="left")
@@ -188,7 +186,7 @@ def render_repricing(found: list[Repricing]) -> None:
         for s in r.steps:
             table.add_row(Text(s.part), Text(s.what), Text(f"x{s.factor:.3g}"), Text(f"{s.ratio:.3g}x"))
         console.print(table)
-        console.print(Text(f"  {r.steps_note}", style="dim"))
+        paragraph(console, Text(r.steps_note, style="dim"), lead="  ", indent=4)
 
 
 def register(app: typer.Typer) -> None:

@@ -562,7 +562,7 @@ def _closest(head_a: _Facts, head_b: _Facts, candidates: Sequence[_Facts]) -> Cl
     if not side_a or not side_b:
         missing = va if not side_a else vb
         return f"no other run with an output rate on a GPU of {VENDOR_NAMES.get(missing, missing)}"
-    best: tuple[tuple[int, int, int, str, str], _Facts, _Facts, int] | None = None
+    best: tuple[tuple[int, int, int, str, str, str, str], _Facts, _Facts, int] | None = None
     away_a = {f.id: _counted(_differences(head_a, f))[0] for f in side_a}
     away_b = {f.id: _counted(_differences(head_b, f))[0] for f in side_b}
     for x in side_a:
@@ -571,7 +571,7 @@ def _closest(head_a: _Facts, head_b: _Facts, candidates: Sequence[_Facts]) -> Cl
                 continue
             count, unknown = _counted(_differences(x, y))
             away = away_a[x.id] + away_b[y.id]
-            key = (count, unknown, away, x.id, y.id)
+            key = (count, unknown, away, x.label, y.label, x.id, y.id)  # ties: by label, stable across stores
             if best is None or key < best[0]:
                 best = (key, x, y, away)
     if best is None:
@@ -604,8 +604,8 @@ def closest_like_for_like(
 ) -> ClosestPair | None:
     """Among ``candidates`` (stored runs), the pair (A on the headline A's vendor, B on B's) with the fewest
     differences between its two sides — nothing unknown first — and then the fewest from the headline pair
-    (each side against the headline's side of its vendor); its output tokens per second per GPU, A ÷ B. None
-    when no candidate pair has both vendors."""
+    (each side against the headline's side of its vendor), then the first by label; its output tokens per
+    second per GPU, A ÷ B. None when no candidate pair has both vendors."""
     look = _Lookup(catalog if catalog is not None else load_catalog())
     found = _closest(_facts(pair[0], look), _facts(pair[1], look), _candidates(candidates, look))
     return found if isinstance(found, ClosestPair) else None
