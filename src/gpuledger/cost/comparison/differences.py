@@ -169,7 +169,10 @@ def comparison_warnings(a: RunCost, b: RunCost) -> list[str]:
     same_file = wa.get("sha256") is not None and wa.get("sha256") == wb.get("sha256")
     # A dataset file read from another place is the same workload when its bytes are the same.
     # Repeats of one spec differ in their group and index only: that is not another workload.
-    diff = sorted(
+    # A published point's workload record is what was published of it (lengths, dataset, interactivity,
+    # precision), not settings: the differences judge each of those, so it is not listed key by key.
+    published = any(r.summary is not None and r.summary.origin() is not None for r in (ra, rb))
+    diff = [] if published else sorted(
         k
         for k in set(wa) | set(wb)
         if wa.get(k) != wb.get(k) and not (same_file and k == "path") and not k.startswith(f"{REPEAT_KEY}.")
