@@ -160,7 +160,7 @@ def test_the_terminal_shows_parts_differences_and_the_closest_pair_in_80_columns
            "software x1.03 x load x5.19" in text
     assert "Inputs of the throughput parts" in text and "8 catalog [" in text
     assert "generation (differs): NVIDIA B200: Blackwell, 2024? vs AMD Instinct MI300X: CDNA3, 2023" in text
-    assert "like for like: not like for like: 2 differences (generation, framework?)" in text
+    assert "not like for like: 2 differences (generation, framework?) generation (differs)" in text
     closest = text.index("closest like-for-like pair in this store: MLPerf v5.1 ASUSTeK H200 x8, Llama 2 70B "
                          "(99.9 %), Offline")
     assert text.index("throughput parts") < text.index("generation (differs)") < closest

@@ -200,7 +200,7 @@ def render_likeness(pair: PairComparison, notes: Notes) -> None:
     settings = (f" ({len(pair.warnings)} warning(s) about the runs' settings and measurements below)"
                 if like.like_for_like and pair.warnings else "")
     paragraph(console, Text(like.summary + settings, style="bold" if not like.like_for_like else ""),
-              lead="  like for like: ", indent=4)
+              lead="  ", indent=4)
     for d in like.differences:
         mark = "not known" if d.status == "unknown" else "expected" if d.expected else "differs"
         paragraph(console, f"{d.a} vs {d.b} — {notes.shorten(d.why)}", lead=f"    {d.aspect} ({mark}): ",
