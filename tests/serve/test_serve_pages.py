@@ -121,3 +121,19 @@ def test_a_trend_follows_a_model_s_runs_with_its_figure(
     for label in ("srv-c4", "srv-sweep", "srv-chat", "srv-faults", "srv-interrupted"):
         assert label in page
     assert request(f"{server.url}/trend?model=test-model&metric=no_such_metric").status == 400
+
+
+def test_a_page_kept_after_its_first_view_follows_the_run_when_it_changes(
+    serve: Callable[..., Running], tmp_path: Path
+) -> None:
+    db = golden_copy(tmp_path / "golden.sqlite")
+    server = serve(db=db)
+    first = request(f"{server.url}/runs/{H200}").text
+    assert "h200-vllm" in first and request(f"{server.url}/runs/{H200}").text == first  # kept
+    compared = request(f"{server.url}/compare?a={H200}&b={MI300X}").text
+    with open_store(db) as store:  # another process with write access relabels the run
+        store.update_run(H200, label="h200 after the driver upgrade")
+    again = request(f"{server.url}/runs/{H200}").text
+    assert "h200 after the driver upgrade" in again and "h200-vllm" not in again
+    assert "h200 after the driver upgrade" in request(f"{server.url}/compare?a={H200}&b={MI300X}").text
+    assert "h200-vllm" in compared

@@ -198,10 +198,7 @@ def compare_cmd(
 ) -> None:
     """Compare cost efficiency: the ratio, its decomposition (the throughput ratio taken apart), what differs
     between the runs (like for like), break-even values, sensitivity, warnings."""
-    from dataclasses import replace
-
     from gpuledger.catalog import load_catalog
-    from gpuledger.cost.comparison.compare import CLOSEST_SEARCH_LIMIT, with_closest
     from gpuledger.cost.stored import compare_stored  # gpuledger serve's /api/compare answers the same
 
     if len(runs) < 2:
@@ -210,13 +207,8 @@ def compare_cmd(
     catalog = load_catalog()
     with _open(db) as store:
         # Runs, or groups of repeats (the ratio of their means with its interval).
+        # (and for a pair that is not like for like, the closest like-for-like pair of the newest runs)
         result = compare_stored(store, runs, lambda arg: per_run.get(arg, default), catalog, basis)
-        comp = result.comparison
-        if comp is not None and not all(p.likeness.like_for_like for p in comp.pairs):
-            # A pair that is not like for like: the closest like-for-like pair among the newest runs.
-            stored = list(store.list_runs(limit=CLOSEST_SEARCH_LIMIT))
-            result = replace(result, comparison=with_closest(comp, stored, limit=CLOSEST_SEARCH_LIMIT,
-                                                             catalog=catalog))
     if json_out:
         print_json(result.to_dict())
     elif result.groups is not None:

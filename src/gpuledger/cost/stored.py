@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuledger.catalog import Catalog
-from gpuledger.cost.comparison.compare import Comparison, compare
+from gpuledger.cost.comparison.compare import CLOSEST_SEARCH_LIMIT, Comparison, compare, with_closest
 from gpuledger.cost.comparison.groups import (
     GroupComparison,
     compare_groups,
@@ -88,8 +88,9 @@ def compare_stored(
     basis: str | None = None,
 ) -> StoredComparison:
     """``gpuledger compare REF REF...``: run ids (or prefixes), the first the reference, each priced with
-    ``profile_of(ref)`` (None: its hardware's preset); or two groups of repeats (``g-…``; a run beside a
-    group stands as a group of one): the ratio of their means with its 95 % interval."""
+    ``profile_of(ref)`` (None: its hardware's preset), and for a pair that is not like for like the closest
+    like-for-like pair of the store's newest runs; or two groups of repeats (``g-…``; a run beside a group
+    stands as a group of one): the ratio of their means with its 95 % interval."""
     if len(refs) < 2:
         raise UsageError("compare needs at least two runs")
     if any(is_group_ref(r) for r in refs):
@@ -102,5 +103,9 @@ def compare_stored(
         ]
         return StoredComparison(groups=compare_groups(sides[0], sides[1], basis))
     costs = [price_run(store, store.get_run(ref), profile_of(ref), catalog) for ref in refs]
-    comp = compare(costs, basis=basis)
+    comp = compare(costs, basis=basis, catalog=catalog)
+    if not all(p.likeness.like_for_like for p in comp.pairs):
+        # A pair that is not like for like: the closest like-for-like pair among the store's newest runs.
+        stored = list(store.list_runs(limit=CLOSEST_SEARCH_LIMIT))
+        comp = with_closest(comp, stored, limit=CLOSEST_SEARCH_LIMIT, catalog=catalog)
     return StoredComparison(comparison=comp, repricing=tuple(reprice(comp, catalog)))

@@ -153,9 +153,11 @@ def plotly_styles(js: str) -> list[PlotlyStyle]:
     return out
 
 
+@functools.lru_cache(maxsize=1)
 def load_assets() -> tuple[dict[str, Asset], pages.Assets]:
     """Every static file the pages link: the report's style and figure script (``report.html``), the
-    dashboard's own (``serve/static``), plotly.js from the plotly package (no CDN)."""
+    dashboard's own (``serve/static``), plotly.js from the plotly package (no CDN). Made once a process
+    (plotly.js is 4.8 MB to read and compress)."""
     static = resources.files("gpuledger.serve").joinpath("static")
     plotly_js = _plotly_js()
     css = "text/css; charset=utf-8"
@@ -284,13 +286,15 @@ class Server:
     def _run_page(self, ref: str) -> bytes:
         data = self.dashboard.run_report(ref)
         run_id = data.runs[0].id if data.runs else ref
-        return pages.report_page(self.chrome, data, lead=pages.run_lead(run_id)).encode()
+        return pages.report_page(self.chrome, data, lead=pages.run_lead(run_id), tail=pages.run_tail(run_id)
+                                 ).encode()
 
     def _compare_page(self, params: CompareParams) -> bytes:
         result = self.dashboard.comparison(params)
         data, ratio = comparison_page(result, self.dashboard.run_names(_run_ids(result)), params)
         lead = pages.compare_lead(params.a, params.b, ratio, params.basis)
-        return pages.report_page(self.chrome, data, lead=lead).encode()
+        return pages.report_page(self.chrome, data, lead=lead, tail=pages.compare_form(params.a, params.b)
+                                 ).encode()
 
     def _matrix_page(self, ref: str) -> str:
         report = self.dashboard.matrix(ref)

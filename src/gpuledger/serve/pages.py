@@ -12,6 +12,7 @@ figures travel as JSON in a non-executed ``<script type="application/json">`` el
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -122,10 +123,16 @@ def _select(name: str, label: str, values: Sequence[str], chosen: str | None, bl
     return f'<label>{escape(label)} <select name="{name}">{_options(values, chosen, blank)}</select></label>'
 
 
+@functools.lru_cache(maxsize=4)
+def _datalist(values: tuple[str, ...]) -> str:
+    """The label box's suggestions (up to 500 labels: made once per set of labels, not per page)."""
+    return "".join(f'<option value="{_attr(v)}">' for v in values)
+
+
 def _filters(action: str, q: RunQuery, facets: Mapping[str, Sequence[str]], fixed: Sequence[str]) -> str:
     parts = [f'<form class="filters" method="get" action="{_attr(action)}">']
     if "label" not in fixed:
-        labels = "".join(f'<option value="{_attr(v)}">' for v in facets.get("label", ()))
+        labels = _datalist(tuple(facets.get("label", ())))
         parts.append(f'<label>label <input name="label" list="labels" value="{_attr(q.label or "")}" '
                      f'maxlength="512" autocomplete="off"></label><datalist id="labels">{labels}</datalist>')
     for name, label in (("model", "model"), ("gpu", "GPU"), ("engine", "engine"), ("kind", "kind")):
@@ -285,10 +292,14 @@ def compare_form(a: str = "", b: str = "") -> str:
 
 
 def run_lead(run_id: str) -> str:
-    """The run page's links: its JSON document, comparing it with another run."""
+    """The run page's line above its answer: its JSON document."""
     rid = quote(run_id, safe="")
+    return f'<p class="actions"><a href="{_attr("/api/runs/" + rid)}">JSON (show --json)</a></p>'
+
+
+def run_tail(run_id: str) -> str:
+    """After the run's report: compare it with another run or group."""
     return (
-        f'<p class="actions"><a href="{_attr("/api/runs/" + rid)}">JSON (show --json)</a></p>'
         '<form class="compare" method="get" action="/compare">'
         f'<input type="hidden" name="a" value="{_attr(run_id)}">'
         '<label>Compare with <input name="b" required maxlength="80" pattern="[A-Za-z0-9_\\-]+" '
@@ -297,15 +308,15 @@ def run_lead(run_id: str) -> str:
 
 
 def compare_lead(a: str, b: str, ratio: float | None, basis: str | None) -> str:
-    """The comparison page's links and its ratio as a number (``data#ratio``: what ``compare --json``
-    holds, to every digit)."""
+    """The comparison page's line above its answer: its ratio as a number (``data#ratio``: what ``compare
+    --json`` holds, to every digit), its JSON, the other way round."""
     params = {"a": a, "b": b, "basis": basis}
     value = "" if ratio is None else repr(ratio)
     shown = "" if ratio is None else (
-        f'<p class="doc">ratio (A ÷ B): <data id="ratio" value="{_attr(value)}">{escape(value)}</data></p>')
+        f'ratio (A ÷ B): <data id="ratio" value="{_attr(value)}">{escape(value)}</data> · ')
     swap = _href("/compare", {"a": b, "b": a, "basis": basis})
-    return (shown + f'<p class="actions"><a href="{_href("/api/compare", params)}">JSON (compare --json)</a>'
-            f' · <a href="{swap}">swap A and B</a></p>' + compare_form(a, b))
+    return (f'<p class="actions">{shown}<a href="{_href("/api/compare", params)}">JSON (compare --json)</a>'
+            f' · <a href="{swap}">swap A and B</a></p>')
 
 
 # ---- the rest ------------------------------------------------------------------------------------------

@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
+from gpuledger.cost.comparison.compare import PairComparison
 from gpuledger.cost.stored import StoredComparison
 from gpuledger.records import RunInfo
-from gpuledger.report.costs import _comparison_tables
+from gpuledger.report.costs import _comparison_tables, parts_figure, throughput_tables
 from gpuledger.report.fmt import num
 from gpuledger.report.groups import group_comparison_answer, group_table
 from gpuledger.report.headline import ratio_answer
@@ -60,26 +61,44 @@ def comparison_page(
     first = comp.pairs[0] if comp.pairs else None
     found = ratio_answer(comp, names)
     answers: tuple[Answer, ...] = (found,) if found is not None else ()
+    parts, likeness = throughput_tables(comp, names)
+    one = params_profile(comp)
+    priced = f"every run with the profile {one}" if one else "each run with its own profile"
+    words = first.words() if first is not None else "—"
+    parts_intro = f"Priced in {comp.currency}, {priced}; basis: {words}."
     warnings = tuple(w for pair in comp.pairs for w in pair.warnings)
-    parts = [
+    page: list[Section] = [
         Section(key="answer", title="Answer", answers=answers),
-        Section(key="comparison", title="What the ratio is made of",
-                tables=tuple(_comparison_tables(comp, names)),
-                intro=f"Priced in {comp.currency}; each run with "
-                      + (f"the profile {params_profile(comp)}" if params_profile(comp) else "its own profile")
-                      + f"; basis: {first.words() if first is not None else '—'}."),
-        Section(key="like_for_like", title="Like for like",
-                intro="What differs between the two runs in ways that change their ratio."
-                if warnings else "Nothing that changes the ratio differs between the two runs.",
-                notes=warnings),
+        Section(key="ratio", title="What the ratio is made of", intro=parts_intro,
+                tables=(*_comparison_tables(comp, names)[:2], parts),
+                figures=tuple(parts_figure(pair, names) for pair in comp.pairs)),
+        Section(key="like_for_like", title="Like for like", tables=(likeness,),
+                notes=tuple(_closest(pair, names) for pair in comp.pairs if pair.closest is not None)),
+        Section(key="flip", title="What would flip it", tables=tuple(_comparison_tables(comp, names)[2:])),
+        Section(key="warnings", title="Warnings",
+                intro="About the runs' settings and measurements." if warnings else "None.", notes=warnings),
     ]
     if result.repricing:
-        parts.append(_repricing_section(result))
-    title = f"Compare {names.get(params.a, params.a)} ÷ {names.get(params.b, params.b)}"
-    if first is not None:
-        title = f"Compare {names[first.a.run.id]} ÷ {names[first.b.run.id]}"
-    return ReportData(title=title, generated_at=now, runs=refs, sections=tuple(parts)), (
+        page.append(_repricing_section(result))
+    a, b = (first.a.run.id, first.b.run.id) if first is not None else (params.a, params.b)
+    title = f"Compare {names.get(a, a)} ÷ {names.get(b, b)}"
+    return ReportData(title=title, generated_at=now, runs=refs, sections=tuple(page)), (
         first.ratio if first is not None else None)
+
+
+def _closest(pair: PairComparison, names: Mapping[str, str]) -> str:
+    """The closest like-for-like pair the store holds, for a pair that is not like for like (``compare``'s
+    search), as a line."""
+    search = pair.closest
+    a, b = names.get(pair.a.run.id, pair.a.run.id), names.get(pair.b.run.id, pair.b.run.id)
+    if search is None or search.found is None:
+        return f"{a} vs {b}: no closer like-for-like pair in the {search.searched if search else 0} newest " \
+               f"runs — {search.why if search else ''}"
+    c = search.found
+    still = "like for like" if c.likeness.like_for_like else c.likeness.summary
+    return (f"{a} vs {b}: the closest like-for-like pair in this store is {c.label_a} ({c.a}) vs {c.label_b} "
+            f"({c.b}), ratio {num(c.throughput_ratio_per_gpu)}x ({c.rate_unit}, A / B; {still}) — "
+            f"/compare?a={c.a}&b={c.b}")
 
 
 def params_profile(comp: object) -> str | None:

@@ -28,7 +28,7 @@ from gpuledger.store.engine import (
 )
 from gpuledger.store.ids import MIN_PREFIX, check_run_id, new_run_id
 from gpuledger.store.listing import RunPage, RunQuery, RunRow
-from gpuledger.store.liveness import Writer, current_writer, writer_alive
+from gpuledger.store.liveness import RunBeingWritten, Writer, current_writer, who_writes, writer_alive
 from gpuledger.store.matrix import MatrixCells
 from gpuledger.store.migrate import HEAD, current_revision, ensure_schema
 from gpuledger.store.models import cost_evaluations, doctor_runs, matrices, requests, runs, telemetry
@@ -431,12 +431,17 @@ class Store(MatrixCells):
         where = _query_filters(query)
         column = _SORT_COLUMNS[query.sort]
         ordered = column.asc() if query.order == "asc" else column.desc()
-        if query.sort in _NULLABLE_SORTS:
+        # Runs without the figure last, both ways: said only where it is not the database's own order (NULL
+        # is the smallest value in SQLite, the largest in PostgreSQL), so the usual order keeps its index.
+        natural = (self.backend == "sqlite") == (query.order == "desc")
+        if query.sort in _NULLABLE_SORTS and not natural:
             ordered = ordered.nulls_last()
-        # Ties in id order, as ``list_runs`` breaks them (the first page of the newest is ``runs --limit N``).
+        # Ties in id order: ascending by date as ``list_runs`` breaks them (the first page of the newest is
+        # ``runs --limit N``), else in the sort's direction (an index scan needs no sort of a large tie).
+        tie = runs.c.id.asc() if query.sort == "created" or query.order == "asc" else runs.c.id.desc()
         # The page's ids first, from an index alone (models.py: revision 0005), then those rows only: a run's
         # row is long (its documents) and the listing columns come last in it.
-        page = (sa.select(runs.c.id).where(*where).order_by(ordered, runs.c.id)
+        page = (sa.select(runs.c.id).where(*where).order_by(ordered, tie)
                 .limit(query.per_page).offset(query.offset))
         with self._tx("listing runs") as conn:
             total = conn.execute(sa.select(sa.func.count()).select_from(runs).where(*where)).scalar_one()
@@ -521,10 +526,26 @@ class Store(MatrixCells):
             value = conn.execute(sa.select(runs.c.env_hash).where(runs.c.id == run_id)).scalar_one()
         return None if value is None else str(value)
 
-    def delete_run(self, id_or_prefix: str) -> str:
-        """Delete a run and everything stored with it; returns its id."""
+    def delete_run(self, id_or_prefix: str, *, force: bool = False) -> str:
+        """Delete a run and everything stored with it; returns its id. A run being written (``running``,
+        its writer alive: ``store.liveness``) is refused with ``RunBeingWritten`` (exit 4), in the same
+        transaction as the delete; ``force`` deletes it all the same (its bench then stores it again:
+        ``bench.writer``)."""
         with self._tx("deleting a run", write=True) as conn:
             run_id = self._resolve(conn, id_or_prefix)
+            row: Any = conn.execute(
+                sa.select(runs.c.status, runs.c.updated_at, runs.c.writer_host, runs.c.writer_pid,
+                          runs.c.writer_pidns, runs.c.writer_started).where(runs.c.id == run_id)
+            ).one()
+            now = _now()
+            if not force and self._status_of(row, now) == "running":
+                writer = (Writer(row.writer_host, row.writer_pid, row.writer_pidns, row.writer_started)
+                          if row.writer_host is not None and row.writer_pid is not None else None)
+                raise RunBeingWritten(
+                    f"run {run_id} is being written ({who_writes(writer, row.updated_at, now)}): not deleted",
+                    hint=f"let it finish or stop it (Ctrl-C where it runs); `gpuledger delete {run_id} "
+                    "--force` deletes it anyway (its bench stores it again with what it measures after)",
+                )
             for table in (requests, telemetry, cost_evaluations):
                 conn.execute(sa.delete(table).where(table.c.run_id == run_id))
             conn.execute(sa.delete(runs).where(runs.c.id == run_id))
