@@ -548,7 +548,7 @@ class ClosestSearch(_Model):
     searched: int = Field(ge=0)
     limit: int = Field(ge=1)
     found: ClosestPair | None
-    why: str = Field(max_length=2_000)
+    why: str = Field(max_length=3_000)  # where it looked, then the pair's own why
 
 
 def _closest(head_a: _Facts, head_b: _Facts, candidates: Sequence[_Facts]) -> ClosestPair | str:
