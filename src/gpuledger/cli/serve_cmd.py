@@ -49,9 +49,12 @@ def serve(
 ) -> None:
     """Serve a read-only web dashboard of the store: runs, reports, comparisons, matrices, trends and
     published points, with a JSON API of the same documents as --json."""
-    from gpuledger.serve import run_server, settings_from
+    from gpuledger.serve.settings import settings_from
 
+    # A bind refused before anything starts (nor aiohttp is imported).
     settings = settings_from(db=db, host=host, port=port, token=token, profile=profile)
+    from gpuledger.serve.run import run_server
+
     logger = logging.getLogger("gpuledger.serve")
     logger.setLevel(logging.INFO)
     logger.propagate = False
