@@ -43,7 +43,9 @@ from urllib.parse import quote, urlencode
 import orjson
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
+from pydantic import BaseModel
 
+from gpuledger.cost.stored import StoredComparison
 from gpuledger.errors import GpuledgerError, InvalidInputError, NotFoundError, StoreError, UsageError
 from gpuledger.report.html import FIGURES_JS, REPORT_CSS
 from gpuledger.serve import pages
@@ -75,6 +77,7 @@ from gpuledger.store.listing import RunQuery
 
 log = logging.getLogger("gpuledger.serve")
 T = TypeVar("T")
+P = TypeVar("P", bound=BaseModel)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 DASHBOARD: web.AppKey[Dashboard] = web.AppKey("dashboard", Dashboard)
@@ -431,15 +434,16 @@ def _over_https(request: web.Request) -> bool:
     return request.secure or request.headers.get("X-Forwarded-Proto", "").lower() == "https"
 
 
-def _params(model: type[T], request: web.Request) -> T:
+def _params(model: type[P], request: web.Request) -> P:
     items = list(request.query.items())  # every occurrence: a parameter given twice is refused
-    return parse(model, dict(items), [k for k, _ in items])  # type: ignore[type-var]
+    return parse(model, dict(items), [k for k, _ in items])
 
 
-def _run_ids(result: Any) -> list[str]:
+def _run_ids(result: StoredComparison) -> list[str]:
     if result.comparison is not None:
         return [c.run.id for c in result.comparison.costs]
-    return [r.id for g in (result.groups.a, result.groups.b) for r in g.runs]
+    groups = result.groups
+    return [r.id for g in ((groups.a, groups.b) if groups is not None else ()) for r in g.runs]
 
 
 # ---- the guards ------------------------------------------------------------------------------------------
