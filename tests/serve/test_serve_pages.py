@@ -137,3 +137,21 @@ def test_a_page_kept_after_its_first_view_follows_the_run_when_it_changes(
     assert "h200 after the driver upgrade" in again and "h200-vllm" not in again
     assert "h200 after the driver upgrade" in request(f"{server.url}/compare?a={H200}&b={MI300X}").text
     assert "h200-vllm" in compared
+
+
+def test_every_page_is_served_from_either_store(serve: Callable[..., Running], store_url: str) -> None:
+    server = serve(db=store_url)
+    pages = {
+        "/": ["8 runs in the store.", f'<tr data-run="{H200}">', "NVIDIA H200"],
+        "/?gpu=AMD+Instinct+MI300X": ["1 run match the filters.", f'<tr data-run="{MI300X}">'],
+        f"/runs/{H200}": ['<section id="answer"', "h200-vllm"],
+        f"/compare?a={H200}&b={MI300X}": ['<data id="ratio"', "What the ratio is made of", "Like for like"],
+        "/published": ["0 runs in the store."],
+        "/matrix": ["No matrix in this store."],
+        "/trend?label=h200-vllm": ['<div class="plot" id="fig-'],
+    }
+    for path, says in pages.items():
+        page = request(server.url + path)
+        assert page.status == 200, (path, page.text[-500:])
+        for text in says:
+            assert text in page.text, (path, text)
