@@ -56,18 +56,21 @@ def test_a_bench_with_the_servers_exporter_stores_its_gpus_power_and_energy(
     store = open_store(None)
     try:
         run = store.get_run(doc["id"])
+        first_send = min(r.t_send for r in store.get_requests(run.id))
     finally:
         store.close()
-    assert run.started_at is not None and run.duration_s is not None
-    w0 = run.started_at.replace(tzinfo=run.started_at.tzinfo or UTC).timestamp()
-    w1 = w0 + run.duration_s
+    assert run.started_at is not None and run.summary is not None
+    # the window the run's counts are per: its first send to first send + window_s (bench/writer.py)
+    window = run.summary.window_s
+    w0 = run.started_at.replace(tzinfo=run.started_at.tzinfo or UTC).timestamp() + first_send
+    w1 = w0 + window
     devices = {d["device"]: d for d in run.telemetry_summary}
     assert set(devices) == {"nvidia:0@gpu-node-1", "nvidia:1@gpu-node-1"}  # GPU 2 is another job's
     for gpu in (0, 1):
         d = devices[f"nvidia:{gpu}@gpu-node-1"]
         hand = node.energy_between(gpu, w0, w1)
         assert d["energy_j"] == pytest.approx(hand, rel=0.005), (gpu, d)
-        assert d["mean_power_w"] == pytest.approx(hand / run.duration_s, rel=0.005)
+        assert d["mean_power_w"] == pytest.approx(hand / window, rel=0.005)
         assert d["valid"] is True and d["reasons"] == [] and d["energy_method"] == "counter"
         assert d["assigned"] is True and d["name"] == "Tesla T4"
         assert d["sources"] == [f"dcgm-exporter {node.url}?gpu=0,1&interval=0.2"]
