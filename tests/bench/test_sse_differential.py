@@ -267,12 +267,17 @@ class Reference:
         if self.error is None and not self.done and self.finish_reason is None:
             self.error = "stream ended before completion (no finish_reason and no [DONE])"
         usage = self.usage
+        # an empty finish chunk is no token when the final usage shows it carried none, or when that usage
+        # cannot be believed (not an integer in 0 .. the chunk bound, or per-chunk usage distrusted)
+        told = usage.get("completion_tokens") if usage is not None else None
+        trusted = type(told) is int and 0 <= told <= self.most_chunks and self.usage_note is None
+        believed = told if trusted else None
         if (
             self.empty_finish_at == len(self.chunk_times)
             and not self.continuous
             and usage is not None
-            and isinstance(usage.get("completion_tokens"), int)
-            and len(self.chunk_times) > usage["completion_tokens"]
+            and "completion_tokens" in usage
+            and (believed is None or len(self.chunk_times) > believed)
         ):
             self.chunk_times.pop()
             self.chunk_kinds.pop()
