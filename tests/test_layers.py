@@ -90,8 +90,8 @@ def test_a_kind_facet_importing_above_its_layer_breaks_the_contract(tmp_path: Pa
     shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
     summary = tmp_path / "gpuledger" / "kinds" / "image" / "summary.py"
     summary.write_text(
-        summary.read_text() + "\n\ndef _hidden() -> object:\n    from gpuledger.report import build_report\n\n"
-        "    return build_report\n"
+        summary.read_text() + "\n\ndef _hidden() -> object:\n"
+        "    from gpuledger.report import build_report\n\n    return build_report\n"
     )
     proc = subprocess.run(
         [_lint_imports(), "--no-cache"], cwd=tmp_path, capture_output=True, text=True, timeout=300,

@@ -36,7 +36,8 @@ COMMANDS: tuple[CommandEntry, ...] = (
                  "Cost of a run: hourly cost breakdown, cost per unit of work (1M tokens, 1,000 images, "
                  "...), J/unit."),
     CommandEntry("compare", _C + "cost_cmds",
-                 "Compare cost efficiency: the ratio, its decomposition, break-even values, sensitivity, "
+                 "Compare cost efficiency: the ratio, its decomposition (the throughput ratio taken "
+                 "apart), what differs between the runs (like for like), break-even values, sensitivity, "
                  "warnings."),
     CommandEntry("gpus", _C + "cost_cmds",
                  "The GPU catalog: memory, bandwidth, dense TFLOPS, TDP, ids, prices, architecture and "
@@ -53,7 +54,7 @@ COMMANDS: tuple[CommandEntry, ...] = (
                  "published or estimate."),
     CommandEntry("import-results", _C + "published_cmds",
                  "Store published benchmark points as runs (origin: published), priced and compared like "
-                 "measured runs and always labelled \"published by SOURCE (DATE), not measured here\"."),
+                 'measured runs and always labelled "published by SOURCE (DATE), not measured here".'),
     CommandEntry("public", _C + "published_cmds",
                  "The public points shipped with gpuledger (a dated snapshot, each set with its page and "
                  "how it was read), and next to each headline pair that is not like for like the closest "

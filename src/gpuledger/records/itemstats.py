@@ -1,7 +1,7 @@
 """What the summaries of item-by-item runs compute alike (an image run's requests, a training run's steps:
-``kinds/image/summary.py``, ``kinds/train/summary.py``): the measured window, the failures, a rate over the window,
-the per-item latency blocks, the timing an engine keeps in a request record, and the percentile figures of
-``key_figures``. Pure functions over stored records.
+``kinds/image/summary.py``, ``kinds/train/summary.py``): the measured window, the failures, a rate over the
+window, the per-item latency blocks, the timing an engine keeps in a request record, and the percentile
+figures of ``key_figures``. Pure functions over stored records.
 
 - the window runs from the first item sent to the last one finished (failed ones included: they held the
   engine too); a rate is a count ÷ the window, None for an empty window;
