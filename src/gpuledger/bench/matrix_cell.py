@@ -39,6 +39,7 @@ from gpuledger.bench.cluster import current_node
 from gpuledger.bench.runner import Fingerprint, Hooks, run_bench_async
 from gpuledger.errors import GpuledgerError, Interrupted, InvalidInputError, StoreError
 from gpuledger.records import RunInfo, load_spec
+from gpuledger.records.workloads import REPEAT_KEY
 from gpuledger.store import Store, open_store
 from gpuledger.store.matrix import CellStatus
 from gpuledger.urls import REDACTED, redact_url
@@ -46,7 +47,6 @@ from gpuledger.urls import REDACTED, redact_url
 STOP_POLL_S = 1.0
 STOP_SIGNAL = "matrix stop"
 MATRIX_KEY = "matrix"
-REPEAT_KEY = "repeat"  # the same workload key as bench --repeat's groups (cost.groups.REPEAT_KEY)
 DB_ENV = "GPULEDGER_MATRIX_DB"
 URL_ENV_PREFIX = "GPULEDGER_MATRIX_URL_"
 TELEMETRY_ENV_PREFIX = "GPULEDGER_MATRIX_TELEMETRY_"

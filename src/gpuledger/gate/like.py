@@ -1,16 +1,15 @@
 """Whether the two sides of a gate ran the same workload with the same settings (like for like).
 
-Compared, each candidate run and each further baseline run against the baseline's first run: the kind of
-run and its headline unit, the engine, the model that answered, the workload the run recorded
+Compared, each candidate run and each further baseline run against the baseline's first run: the kind of run
+and its headline unit, the engine, the model that answered, the workload the run recorded
 (``RunInfo.workload``: dataset, lengths, load, counts, seed, warm-up …; a dataset file read from another
-place is the same when its SHA-256 is), and the spec's settings (``BenchSpec.settings``: what was asked,
-not what the run observed of its machine). Not compared: where the server is (URL, host, port), the label,
+place is the same when its SHA-256 is), and the spec's settings (``BenchSpec.settings``: what was asked, not
+what the run observed of its machine). Not compared: where the server is (URL, host, port), the label,
 files' paths, the store, secrets, which run a ``--like`` repeat copied, the repeat record of a group
 (``repeat.*``), what the workload record observed while the prompts were made and sent
-(``OBSERVED_WORKLOAD``: waits, tokenizer calls, the server's prompt counts) and the model name the spec asked
-for (the model that answered is compared). A run that did
-not complete is a difference too.
-"""
+(``records.workloads.OBSERVED_WORKLOAD``: waits, tokenizer calls, the server's prompt counts) and the model
+name the spec asked for (the model that answered is compared). A run that did not complete is a difference
+too."""
 
 from __future__ import annotations
 
@@ -18,10 +17,10 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from gpuledger.cost.comparison.groups import REPEAT_KEY
 from gpuledger.cost.pricing.runview import flat
 from gpuledger.gate.model import LikeForLike
 from gpuledger.records import RunInfo
+from gpuledger.records.workloads import observed_workload_key
 
 _IGNORED_WORDS = frozenset(
     {
@@ -41,21 +40,12 @@ _IGNORED_WORDS = frozenset(
     }
 )
 _IGNORED_KEYS = frozenset({"model", "api_key_env"})
-# What a run's workload record says it observed while it made and sent its prompts, not what it was asked
-# to send: how long sends waited for a prompt, how exactly the server's tokenizer met the lengths (and with
-# how many calls), the server's own prompt counts, notes, warm-up requests that failed; and a group's repeat
-# record.
-OBSERVED_WORKLOAD = ("prompt_waits", "input_len_exact_ratio", "input_len_how", "prompt_tokens_check",
-                     "prompt_notes", "warmup.failed", REPEAT_KEY)
 MAX_SHOWN = 6
 
 
 def _words(key: str) -> set[str]:
     return {w for w in re.split(r"[^a-z0-9]+", key.lower()) if w}
 
-
-def _observed(key: str) -> bool:
-    return any(key == o or key.startswith(o + ".") for o in OBSERVED_WORKLOAD)
 
 
 def _listed(what: str, keys: Sequence[str], a: dict[str, Any], b: dict[str, Any]) -> str:
@@ -82,7 +72,7 @@ def run_differences(a: RunInfo, b: RunInfo) -> list[str]:
     work = sorted(
         k
         for k in set(wa) | set(wb)
-        if wa.get(k) != wb.get(k) and not _observed(k) and not (same_file and k == "path")
+        if wa.get(k) != wb.get(k) and not observed_workload_key(k) and not (same_file and k == "path")
     )
     if work:
         out.append(_listed("different workloads", work, wa, wb))

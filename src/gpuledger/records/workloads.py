@@ -123,13 +123,32 @@ def prefix_tokens(ds: _Dataset, default_input_len: int) -> int | None:
     return None
 
 
+# The workload record (``RunInfo.workload``) keeps what the run was asked to send and, beside it, what it
+# observed while it made and sent its prompts: how long sends waited for a prompt, how exactly the server's
+# tokenizer met the lengths (and with how many calls), the server's own prompt counts, notes, warm-up
+# requests that failed — and, for a repeat of a group (``bench --repeat``, a matrix cell), its repeat
+# record. Comparing two runs' workloads (compare's warnings, the gate's like-for-like) leaves these out.
+REPEAT_KEY = "repeat"
+OBSERVED_WORKLOAD = ("prompt_waits", "input_len_exact_ratio", "input_len_how", "prompt_tokens_check",
+                     "prompt_notes", "warmup.failed", REPEAT_KEY)
+
+
+def observed_workload_key(key: str) -> bool:
+    """Is ``key`` (a dotted key of a flattened workload record) one the run observed, not one it was
+    asked for?"""
+    return any(key == o or key.startswith(o + ".") for o in OBSERVED_WORKLOAD)
+
+
 __all__ = [
+    "OBSERVED_WORKLOAD",
+    "REPEAT_KEY",
     "MAX_PREFIX_GROUPS",
     "MAX_THINK_TIME_S",
     "MAX_TURNS",
     "TURN_DATASETS",
     "Turns",
     "lowest_input",
+    "observed_workload_key",
     "parse_turns",
     "prefix_tokens",
     "workload_problem",

@@ -14,10 +14,10 @@ import re
 from typing import Any
 
 from gpuledger.bench.server_state import QUEUE_NOTE_MS
-from gpuledger.cost.comparison.groups import REPEAT_KEY
 from gpuledger.cost.pricing.runcost import RunCost
 from gpuledger.cost.pricing.runview import flat
 from gpuledger.records import RunInfo
+from gpuledger.records.workloads import observed_workload_key
 
 # Environment/config keys are compared by their words (``torch.cuda_version`` -> torch, cuda, version).
 _VENDOR_STACK_WORDS = frozenset(
@@ -172,10 +172,11 @@ def comparison_warnings(a: RunCost, b: RunCost) -> list[str]:
     # A published point's workload record is what was published of it (lengths, dataset, interactivity,
     # precision), not settings: the differences judge each of those, so it is not listed key by key.
     published = any(r.summary is not None and r.summary.origin() is not None for r in (ra, rb))
+    # What a run observed while it made and sent its prompts (waits, tokenizer calls) is no setting either.
     diff = [] if published else sorted(
         k
         for k in set(wa) | set(wb)
-        if wa.get(k) != wb.get(k) and not (same_file and k == "path") and not k.startswith(f"{REPEAT_KEY}.")
+        if wa.get(k) != wb.get(k) and not (same_file and k == "path") and not observed_workload_key(k)
     )
     if diff:
         out.append(

@@ -45,10 +45,10 @@ from gpuledger.cost.pricing.runcost import RunCost
 from gpuledger.errors import NotFoundError, UsageError
 from gpuledger.quantity import percent
 from gpuledger.records import RunInfo
+from gpuledger.records.workloads import REPEAT_KEY
 from gpuledger.store.ids import new_run_id
 
 LEVEL = 0.95
-REPEAT_KEY = "repeat"
 GROUP_PREFIX = "g-"
 MIN_GROUP_PREFIX = len(GROUP_PREFIX) + 4
 
