@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from gpuledger.bench.metrics import percentile
@@ -242,6 +243,84 @@ def variation(values: Sequence[float]) -> float:
     if mean <= 0:
         return 0.0
     return math.sqrt(math.fsum((v - mean) ** 2 for v in values) / len(values)) / mean
+
+
+# A run of items timed one by one (an image run's requests, a training run's steps): the time each item took,
+# in the order they ran, judged for drift and spread by the same two rules in each kind's own words.
+ITEM_DRIFT_WARN = 0.10
+ITEM_DRIFT_FAIL = 0.25
+ITEM_NOISE_WARN = 0.15
+
+
+@dataclass(frozen=True, slots=True)
+class ItemTimes:
+    """How a kind reads and words the time each of its items took: ``series(records)`` is the times in the
+    order the items ran, or why they cannot be judged; ``figure`` names one time ("seconds per image",
+    "step time"), ``items`` the items ("requests", "steps"), ``order`` how they are ordered (" (in the order
+    sent)" or ""), ``of_items`` the times as the noise rule names them ("the requests' seconds per image"),
+    ``varied`` how their spread is said ("seconds per image varied {} (CV) between requests"), ``span`` what
+    a steady rate was steady across ("the run")."""
+
+    series: Callable[[Records], list[float] | str]
+    figure: str
+    items: str
+    order: str
+    of_items: str
+    varied: str
+    span: str
+
+
+def item_steady_state(times: ItemTimes) -> Rule:
+    """``steady_state``: the mean time of the last half of the items against the first half."""
+
+    def steady_state(info: RunInfo, summary: RunSummary, records: Records) -> Check | NotChecked:
+        name = "steady_state"
+        values = times.series(records)
+        if isinstance(values, str):
+            return NotChecked(name=name, why=values)
+        change = drift(values)
+        rule = (
+            f"mean {times.figure} of the last half of the {times.items}{times.order} against the first half: "
+            f"warn at ≥ {percent(ITEM_DRIFT_WARN)}, fail at ≥ {percent(ITEM_DRIFT_FAIL)} change"
+        )
+        what = "rose" if change > 0 else "fell"
+        moved = percent(abs(change), ITEM_DRIFT_WARN, ITEM_DRIFT_FAIL)
+        why = (
+            f"the {times.figure} {what} {moved} from the first to the last half of the {times.items}: the "
+            "rate is not steady (throttling, memory filling, other load)"
+            if abs(change) >= ITEM_DRIFT_WARN
+            else f"{times.figure} steady across {times.span} "
+            f"({percent(change, ITEM_DRIFT_WARN, -ITEM_DRIFT_WARN, signed=True)} last half vs first)"
+        )
+        return make_check(name, abs(change), "relative change", rule, why, warn=ITEM_DRIFT_WARN,
+                          fail=ITEM_DRIFT_FAIL)
+
+    return steady_state
+
+
+def item_noise(times: ItemTimes) -> Rule:
+    """``noise``: the coefficient of variation of the items' times."""
+
+    def noise(info: RunInfo, summary: RunSummary, records: Records) -> Check | NotChecked:
+        name = "noise"
+        values = times.series(records)
+        if isinstance(values, str):
+            return NotChecked(name=name, why=values)
+        cv = variation(values)
+        rule = (
+            f"coefficient of variation (population standard deviation ÷ mean) of {times.of_items}: "
+            f"warn at ≥ {percent(ITEM_NOISE_WARN)}"
+        )
+        spread = times.varied.format(percent(cv, ITEM_NOISE_WARN))
+        why = (
+            f"{spread}: one run's rate is uncertain by about that much; repeat it (--repeat N) for an "
+            "interval"
+            if cv >= ITEM_NOISE_WARN
+            else spread
+        )
+        return make_check(name, cv, "CV", rule, why, warn=ITEM_NOISE_WARN)
+
+    return noise
 
 
 def percentile_samples(n: int, unit: str, *, stage: str | None = None, of: str = "") -> Check:

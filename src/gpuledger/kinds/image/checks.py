@@ -29,20 +29,21 @@ from __future__ import annotations
 import math
 
 from gpuledger.bench.validity import (
+    ItemTimes,
     Records,
     Rule,
     client_bound,
     cpu_contention,
-    drift,
     energy,
     error_check,
     finished_check,
     in_process,
+    item_noise,
+    item_steady_state,
     make_check,
     median,
     not_checked,
     percentile_samples,
-    variation,
     warmup_count,
 )
 from gpuledger.kinds.image.summary import ImageSummary, timing_of
@@ -52,9 +53,6 @@ from gpuledger.records.validity import Check, CheckStatus, NotChecked
 
 WINDOW_FILL_WARN = 0.90
 COLD_START_RATIO = 1.5
-DRIFT_WARN = 0.10
-DRIFT_FAIL = 0.25
-NOISE_WARN = 0.15
 MIN_REQUESTS_OVER_TIME = 4
 
 
@@ -173,45 +171,15 @@ def _over_time(records: Records) -> list[float] | str:
     return times
 
 
-def _steady_state(info: RunInfo, summary: RunSummary, records: Records) -> Check | NotChecked:
-    name = "steady_state"
-    times = _over_time(records)
-    if isinstance(times, str):
-        return NotChecked(name=name, why=times)
-    change = drift(times)
-    rule = (
-        "mean seconds per image of the last half of the requests (in the order sent) against the first half: "
-        f"warn at ≥ {percent(DRIFT_WARN)}, fail at ≥ {percent(DRIFT_FAIL)} change"
-    )
-    what = "rose" if change > 0 else "fell"
-    why = (
-        f"the seconds per image {what} {percent(abs(change), DRIFT_WARN, DRIFT_FAIL)} from the first to the "
-        "last half of the requests: the rate is not steady (throttling, memory filling, other load)"
-        if abs(change) >= DRIFT_WARN
-        else "seconds per image steady across the run "
-        f"({percent(change, DRIFT_WARN, -DRIFT_WARN, signed=True)} last half vs first)"
-    )
-    return make_check(name, abs(change), "relative change", rule, why, warn=DRIFT_WARN, fail=DRIFT_FAIL)
-
-
-def _noise(info: RunInfo, summary: RunSummary, records: Records) -> Check | NotChecked:
-    name = "noise"
-    times = _over_time(records)
-    if isinstance(times, str):
-        return NotChecked(name=name, why=times)
-    cv = variation(times)
-    rule = (
-        "coefficient of variation (population standard deviation ÷ mean) of the requests' seconds per image: "
-        f"warn at ≥ {percent(NOISE_WARN)}"
-    )
-    spread = percent(cv, NOISE_WARN)
-    why = (
-        f"seconds per image varied {spread} (CV) between requests: one run's rate is uncertain by about that "
-        "much; repeat it (--repeat N) for an interval"
-        if cv >= NOISE_WARN
-        else f"seconds per image varied {spread} (CV) between requests"
-    )
-    return make_check(name, cv, "CV", rule, why, warn=NOISE_WARN)
+TIMES = ItemTimes(
+    series=_over_time,
+    figure="seconds per image",
+    items="requests",
+    order=" (in the order sent)",
+    of_items="the requests' seconds per image",
+    varied="seconds per image varied {} (CV) between requests",
+    span="the run",
+)
 
 
 def _server_queue(info: RunInfo, summary: RunSummary, records: Records) -> NotChecked:
@@ -252,8 +220,8 @@ RULES: tuple[Rule, ...] = (
     _samples,
     _window,
     _warmup,
-    _steady_state,
-    _noise,
+    item_steady_state(TIMES),
+    item_noise(TIMES),
     cpu_contention,
     not_checked(
         "prefix_cache",

@@ -27,18 +27,19 @@ for a run that trains on the CPU, ``cpu_contention`` judges the share of the CPU
 from __future__ import annotations
 
 from gpuledger.bench.validity import (
+    ItemTimes,
     Records,
     Rule,
     client_bound,
     cpu_contention,
-    drift,
     energy,
     error_check,
     finished_check,
+    item_noise,
+    item_steady_state,
     make_check,
     median,
     not_checked,
-    variation,
     warmup_count,
 )
 from gpuledger.kinds.train.summary import TrainingSummary, step_of
@@ -49,9 +50,6 @@ from gpuledger.records.validity import Check, CheckStatus, NotChecked
 MIN_STEPS = 10
 WINDOW_FILL_WARN = 0.95
 COLD_START_RATIO = 1.5
-DRIFT_WARN = 0.10
-DRIFT_FAIL = 0.25
-NOISE_WARN = 0.15
 MIN_STEPS_OVER_TIME = 4
 SKIPPED_WARN = 0.25
 
@@ -159,45 +157,15 @@ def _over_time(records: Records) -> list[float] | str:
     return times
 
 
-def _steady_state(info: RunInfo, summary: RunSummary, records: Records) -> Check | NotChecked:
-    name = "steady_state"
-    times = _over_time(records)
-    if isinstance(times, str):
-        return NotChecked(name=name, why=times)
-    change = drift(times)
-    rule = (
-        "mean step time of the last half of the steps against the first half: warn at ≥ "
-        f"{percent(DRIFT_WARN)}, fail at ≥ {percent(DRIFT_FAIL)} change"
-    )
-    what = "rose" if change > 0 else "fell"
-    why = (
-        f"the step time {what} {percent(abs(change), DRIFT_WARN, DRIFT_FAIL)} from the first to the last "
-        "half: the rate is not steady (throttling, memory filling, other load)"
-        if abs(change) >= DRIFT_WARN
-        else "step time steady across the window "
-        f"({percent(change, DRIFT_WARN, -DRIFT_WARN, signed=True)} last half vs first)"
-    )
-    return make_check(name, abs(change), "relative change", rule, why, warn=DRIFT_WARN, fail=DRIFT_FAIL)
-
-
-def _noise(info: RunInfo, summary: RunSummary, records: Records) -> Check | NotChecked:
-    name = "noise"
-    times = _over_time(records)
-    if isinstance(times, str):
-        return NotChecked(name=name, why=times)
-    cv = variation(times)
-    rule = (
-        "coefficient of variation (population standard deviation ÷ mean) of the step times: warn at ≥ "
-        f"{percent(NOISE_WARN)}"
-    )
-    spread = percent(cv, NOISE_WARN)
-    why = (
-        f"step times varied {spread} (CV): one run's rate is uncertain by about that much; repeat it "
-        "(--repeat N) for an interval"
-        if cv >= NOISE_WARN
-        else f"step times varied {spread} (CV)"
-    )
-    return make_check(name, cv, "CV", rule, why, warn=NOISE_WARN)
+TIMES = ItemTimes(
+    series=_over_time,
+    figure="step time",
+    items="steps",
+    order="",
+    of_items="the step times",
+    varied="step times varied {} (CV)",
+    span="the window",
+)
 
 
 def _loss(info: RunInfo, summary: RunSummary, records: Records) -> Check | NotChecked:
@@ -263,8 +231,8 @@ RULES: tuple[Rule, ...] = (
     _samples,
     _window,
     _warmup,
-    _steady_state,
-    _noise,
+    item_steady_state(TIMES),
+    item_noise(TIMES),
     cpu_contention,
     not_checked("prefix_cache", "a training run sends no prompts to a server: there is no prefix cache"),
     not_checked("token_source", "training tokens are counted by the engine: sequences × sequence length"),
