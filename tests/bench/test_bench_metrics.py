@@ -1,4 +1,4 @@
-"""Metric definitions (DESIGN.md) as pure functions over request timestamps."""
+"""Metric definitions (docs/design.md) as pure functions over request timestamps."""
 
 from __future__ import annotations
 

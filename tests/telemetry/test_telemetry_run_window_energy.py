@@ -1,4 +1,4 @@
-"""Energy per token is energy in the window ÷ tokens in the window — the same window (DESIGN.md, "Metric
+"""Energy per token is energy in the window ÷ tokens in the window — the same window (docs/design.md, "Metric
 definitions"). The run writer integrated power from its start to its finish, a window 0.15–0.6 % longer than
 the one the token counts use (first send → last finish); each device's figures are now over exactly the
 counts' window, interpolated at its edges (issue #33, item 8).

@@ -1,4 +1,4 @@
-"""Metrics as pure functions over stored request timestamps (DESIGN.md, "Metric definitions").
+"""Metrics as pure functions over stored request timestamps (docs/design.md, "Metric definitions").
 
 - TTFT: first content token received − request sent.
 - ITL: gaps between successive content chunks, per token (a chunk of k tokens counts k tokens):

@@ -1,7 +1,7 @@
 """Roofline helpers: peak figures per dtype, bytes per weight and per KV element, and scaling a measured run
 to another GPU (MBU and MFU themselves: ``gpuledger.cost.pricing.efficiency``).
 
-The model (DESIGN.md, "Productive vs theoretical compute"):
+The model (docs/design.md, "Productive vs theoretical compute"):
 
 - decode is memory-bound: its time scales with peak memory bandwidth;
 - prefill is compute-bound: its time scales with peak dense FLOP/s at the run's dtype;

@@ -5,7 +5,7 @@ the minimum: split on newlines, take the read's arrival time for every event in 
 arrived in one read did arrive together), and parse each payload once with orjson for what is
 needed — the text length, per-chunk usage when the server sends it, the final usage, errors.
 
-Which chunks are tokens (DESIGN.md: "TTFT: first content token received"):
+Which chunks are tokens (docs/design.md: "TTFT: first content token received"):
 
 * When a chunk carries cumulative usage (vLLM ``continuous_usage_stats``, SGLang), the chunk carried
   ``completion_tokens`` minus the previous value — exact, and that is the chunk's token count.

@@ -1,5 +1,5 @@
 """MBU and MFU of a run: how much of the GPU's memory bandwidth and compute the software stack used
-(DESIGN.md, "Productive vs theoretical compute"; the seed essay's §1.3 and §2.4). The one place they are
+(docs/design.md, "Productive vs theoretical compute"; the seed essay's §1.3 and §2.4). The one place they are
 computed: ``cost``, ``show``, the reports and ``estimate`` call ``run_efficiency``.
 
 For a text-generation run (measured or published) on a GPU the catalog knows, of a model whose config is
