@@ -79,7 +79,7 @@ def test_estimate_uses_the_targets_catalog_preset_by_default(make_run: MakeRun, 
 
 def test_estimate_warns_when_the_model_may_not_fit(make_run: MakeRun, catalog: Catalog) -> None:
     run = make_run(gpu="NVIDIA H100 80GB HBM3")
-    run.telemetry_summary[0]["peak_memory_bytes"] = 70e9
+    run.telemetry_summary[0] = run.telemetry_summary[0].model_copy(update={"peak_memory_bytes": 70e9})
     est = estimate_run(run, "NVIDIA L4", CostProfile(rental_per_gpu_hour=0.6), catalog=catalog)
     assert any("may not fit" in w for w in est.warnings)
 

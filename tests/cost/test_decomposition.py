@@ -153,7 +153,7 @@ def _measured(run_id: str, gpu: str, output_tps: float, input_share: float, ttft
     base = build_run(run_id, output_tps=output_tps, input_tps=output_tps * input_share, window_s=10.0,
                      num_ok=50, gpu=spec.name, vendor=spec.vendor, ttft_ms=ttft_ms, e2e_ms=e2e_ms)
     one = base.telemetry_summary[0]
-    telemetry = [{**one, "device": f"{spec.vendor}:{k}", "index": k} for k in range(devices)]
+    telemetry = [one.model_copy(update={"device": f"{spec.vendor}:{k}", "index": k}) for k in range(devices)]
     return replace(base, telemetry_summary=telemetry)
 
 

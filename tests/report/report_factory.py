@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from gpuledger.bench.metrics import summarize
-from gpuledger.records import RequestRecord, RunInfo, TelemetrySample
+from gpuledger.records import DeviceWindow, RequestRecord, RunInfo, TelemetrySample
 from gpuledger.store import Store
 from gpuledger.telemetry.base import DeviceInfo
 from gpuledger.telemetry.sampler import summarize_device
@@ -208,7 +208,7 @@ def make_run(
         return run_id
     summary = summarize(requests, slo=slo, stages=stages)
     window = summary.window_s
-    tele_summary: list[dict[str, Any]] = []
+    tele_summary: list[DeviceWindow] = []
     if telemetry and devices:
         samples = synth_telemetry(devices, window)
         store.add_telemetry(run_id, samples)
@@ -221,7 +221,7 @@ def make_run(
                 uuid=None,
             )
             tele_summary.append(
-                summarize_device(dev, samples, window_start=0.0, window_end=window, interval_s=0.1).to_dict()
+                summarize_device(dev, samples, window_start=0.0, window_end=window, interval_s=0.1)
             )
     store.update_run(
         run_id,
@@ -257,7 +257,7 @@ def server_state(
     sampler.points = [StatePoint(*r) for r in readings]
     sampler.failures = failures
     sampler.last_error = last_error
-    return summarize_state(sampler, list(stages) if stages else None)
+    return summarize_state(sampler, list(stages) if stages else None).model_dump(mode="json")
 
 
 def server_of(

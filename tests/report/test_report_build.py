@@ -137,14 +137,15 @@ def test_a_device_without_power_readings_is_listed_with_the_reason(store: Store,
 
 def test_telemetry_table_and_series_come_from_the_stored_samples(store: Store, single_run: str) -> None:
     info = store.get_run(single_run)
-    gpu = next(d for d in info.telemetry_summary if d["device"] == "nvidia:0")
+    gpu = next(d for d in info.telemetry_summary if d.device == "nvidia:0")
     data = build_report(store, [single_run])
     t = _table(data, "telemetry", "telemetry")
     row = next(dict(zip(t.columns, r, strict=True)) for r in t.rows if r[1] == "nvidia:0")
-    assert row["mean power (W)"] == fmt.num(gpu["mean_power_w"])
-    assert row["energy (J)"] == fmt.num(gpu["energy_j"])
+    assert row["mean power (W)"] == fmt.num(gpu.mean_power_w)
+    assert row["energy (J)"] == fmt.num(gpu.energy_j)
     assert row["energy method"] == "counter"
-    assert row["J per output token"] == fmt.num(gpu["energy_j"] / _text(info.summary).output_tokens_total)
+    assert gpu.energy_j is not None
+    assert row["J per output token"] == fmt.num(gpu.energy_j / _text(info.summary).output_tokens_total)
     figs = {f.key: f for f in data.section("telemetry").figures}
     assert set(figs) == {"ts_power", "ts_utilisation"}
     names = {s.name for s in figs["ts_utilisation"].series}

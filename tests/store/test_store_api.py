@@ -47,7 +47,8 @@ def test_every_run_field_reads_back_as_written(store: Store) -> None:
         environment={"hash": "sha256:abc", "driver": "550.54"},
         server={"version": "0.6.0"},
         summary=TextGenerationSummary(output_tokens_per_s=1234.5, ttft_ms=Latency(p50=41.0)),
-        telemetry_summary=[{"device": "nvidia:0", "energy_j": 1.5e4, "energy_method": "counter"}],
+        telemetry_summary=[{"device": "nvidia:0", "vendor": "nvidia", "energy_j": 1.5e4,
+                            "energy_method": "counter"}],
         client={"gpuledger": "0.1.0"}, duration_s=61.25, num_requests=0,
         finished_at=t0 + timedelta(minutes=1),
     )

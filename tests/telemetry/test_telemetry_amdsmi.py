@@ -11,15 +11,16 @@ from pathlib import Path
 import pytest
 from telemetry_fakes import GIB, ManualClock
 
+from gpuledger.records import DeviceWindow
 from gpuledger.telemetry.amd import AmdSmiSource, amdsmi_inventory, celsius, number
 from gpuledger.telemetry.base import SECONDARY_DIE
-from gpuledger.telemetry.sampler import BackgroundSampler, WindowSummary
+from gpuledger.telemetry.sampler import BackgroundSampler
 
 Install = Callable[[str], types.ModuleType]
 
 
 def sample_window(source: AmdSmiSource, clock: ManualClock, seconds: float = 2.0, step: float = 0.1
-                  ) -> list[WindowSummary]:
+                  ) -> list[DeviceWindow]:
     sampler = BackgroundSampler([source], interval_s=step, t0=0.0)
     for i in range(round(seconds / step) + 1):
         clock.t = i * step

@@ -253,7 +253,7 @@ def test_importing_the_same_log_twice_stores_its_samples_once(tmp_path: Path,
         samples = store.get_telemetry(run_id)
     finally:
         store.close()
-    assert [d["device"] for d in run.telemetry_summary] == ["nvidia:0@twice"]
+    assert [d.device for d in run.telemetry_summary] == ["nvidia:0@twice"]
     assert len(samples) == first["samples_stored"]
 
 

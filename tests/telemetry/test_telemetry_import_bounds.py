@@ -245,12 +245,12 @@ def test_a_second_nodes_log_keeps_the_first_nodes_gpus(tmp_path: Path,
     imported(capsys, run_id, nvidia_smi_log(tmp_path / "node2.csv", {0: sine, 1: sine}))
     store = open_store(None)
     try:
-        devices = {d["device"]: d for d in store.get_run(run_id).telemetry_summary}
+        devices = {d.device: d for d in store.get_run(run_id).telemetry_summary}
     finally:
         store.close()
     assert sorted(devices) == ["nvidia:0@node1", "nvidia:0@node2", "nvidia:1@node1", "nvidia:1@node2"]
-    assert all(d["assigned"] for d in devices.values())
-    assert devices["nvidia:0@node1"]["energy_j"] == first["nvidia:0@node1"]["energy_j"]
+    assert all(d.assigned for d in devices.values())
+    assert devices["nvidia:0@node1"].energy_j == first["nvidia:0@node1"]["energy_j"]
     _, show, _ = run_cli(capsys, "show", run_id, "--json")
     assert len(show["energy"]["devices"]) == 4
     assert show["energy"]["joules"] == pytest.approx(4 * sine_integral(0.0, WINDOW_S), rel=1e-4)
@@ -287,7 +287,7 @@ def test_two_imports_into_one_run_at_once_both_land(tmp_path: Path) -> None:
     racing = _Interleaved(node2)
     try:
         import_log(racing, run_id, node1)  # type: ignore[arg-type]
-        devices = [d["device"] for d in racing.store.get_run(run_id).telemetry_summary]
+        devices = [d.device for d in racing.store.get_run(run_id).telemetry_summary]
         sources = {s.source for s in racing.store.get_telemetry(run_id)}
     finally:
         racing.store.close()
@@ -318,7 +318,7 @@ def test_imports_of_every_node_at_once_all_land_on_postgresql(
         list(pool.map(one, logs_))
     store = open_store(None)
     try:
-        devices = sorted(d["device"] for d in store.get_run(run_id).telemetry_summary)
+        devices = sorted(d.device for d in store.get_run(run_id).telemetry_summary)
     finally:
         store.close()
     assert devices == sorted(["nvidia:0@node1", "nvidia:0@node2",

@@ -10,14 +10,15 @@ import pytest
 from telemetry_fakes import GIB, ManualClock, h100, make_fake_pynvml
 
 from gpuledger.facts.nvml import nvml_inventory
+from gpuledger.records import DeviceWindow
 from gpuledger.telemetry.nvml import NvmlSource
-from gpuledger.telemetry.sampler import BackgroundSampler, WindowSummary
+from gpuledger.telemetry.sampler import BackgroundSampler
 
 Install = Callable[[str], types.ModuleType]
 
 
 def sample_window(source: NvmlSource, clock: ManualClock, seconds: float = 1.0, step: float = 0.1
-                  ) -> list[WindowSummary]:
+                  ) -> list[DeviceWindow]:
     sampler = BackgroundSampler([source], interval_s=step, t0=0.0)
     n = round(seconds / step)
     for i in range(n + 1):

@@ -98,7 +98,7 @@ def test_a_bench_reads_its_window_from_prometheus(scraped: tuple[ReplayedDcgmExp
         store.close()
     assert run.started_at is not None and run.duration_s is not None
     w0 = run.started_at.replace(tzinfo=run.started_at.tzinfo or UTC).timestamp()
-    devices = {d["device"]: d for d in run.telemetry_summary}
+    devices = {d.device: d for d in run.telemetry_summary}
     assert set(devices) == {"nvidia:0@gpu-node-1", "nvidia:1@gpu-node-1"}
     for gpu in (0, 1):
         d = devices[f"nvidia:{gpu}@gpu-node-1"]
@@ -107,7 +107,7 @@ def test_a_bench_reads_its_window_from_prometheus(scraped: tuple[ReplayedDcgmExp
         # answers: on a loaded machine the two differ by the scrape's latency, at each edge of the window
         # (0.13 s of 5 s was seen with a load average of 5). A direct exporter read is held to 0.5 %
         # (test_telemetry_remote_bench.py); read through Prometheus, 5 %.
-        assert d["energy_j"] == pytest.approx(hand, rel=0.05) and d["valid"] is True
+        assert d.energy_j == pytest.approx(hand, rel=0.05) and d.valid is True
 
 
 def test_a_selector_that_matches_nothing_leaves_the_selected_gpus_missing(

@@ -64,23 +64,23 @@ def test_a_bench_with_the_servers_exporter_stores_its_gpus_power_and_energy(
     window = run.summary.window_s
     w0 = run.started_at.replace(tzinfo=run.started_at.tzinfo or UTC).timestamp() + first_send
     w1 = w0 + window
-    devices = {d["device"]: d for d in run.telemetry_summary}
+    devices = {d.device: d for d in run.telemetry_summary}
     assert set(devices) == {"nvidia:0@gpu-node-1", "nvidia:1@gpu-node-1"}  # GPU 2 is another job's
     for gpu in (0, 1):
         d = devices[f"nvidia:{gpu}@gpu-node-1"]
         hand = node.energy_between(gpu, w0, w1)
-        assert d["energy_j"] == pytest.approx(hand, rel=0.005), (gpu, d)
-        assert d["mean_power_w"] == pytest.approx(hand / window, rel=0.005)
-        assert d["valid"] is True and d["reasons"] == [] and d["energy_method"] == "counter"
-        assert d["assigned"] is True and d["name"] == "Tesla T4"
-        assert d["sources"] == [f"dcgm-exporter {node.url}?gpu=0,1&interval=0.2"]
+        assert d.energy_j == pytest.approx(hand, rel=0.005), (gpu, d)
+        assert d.mean_power_w == pytest.approx(hand / window, rel=0.005)
+        assert d.valid is True and d.reasons == [] and d.energy_method == "counter"
+        assert d.assigned is True and d.name == "Tesla T4"
+        assert d.sources == [f"dcgm-exporter {node.url}?gpu=0,1&interval=0.2"]
     assert run.config.telemetry is not None and run.config.telemetry.enabled is False
-    assert [s.name for s in run.config.telemetry.sources or []] == devices["nvidia:0@gpu-node-1"]["sources"]
+    assert [s.name for s in run.config.telemetry.sources or []] == devices["nvidia:0@gpu-node-1"].sources
 
     code = main(["show", run.id, "--json"])
     energy = json.loads(capsys.readouterr().out)["energy"]
     assert code == 0 and energy["valid"] is True and energy["reasons"] == [] and energy["basis"] == "assigned"
-    assert energy["joules"] == pytest.approx(sum(d["energy_j"] for d in devices.values()))
+    assert energy["joules"] == pytest.approx(sum(d.energy_j or 0.0 for d in devices.values()))
 
     profile = tmp_path / "t4-own.yaml"
     profile.write_text("name: t4-own\ngpu_price: 2500\nelectricity_per_kwh: 0.12\npue: 1.3\n"
@@ -92,7 +92,7 @@ def test_a_bench_with_the_servers_exporter_stores_its_gpus_power_and_energy(
     power = cost["power"]
     assert power["estimate"] is False and power["power_source"].startswith("measured (dcgm-exporter http")
     per = {p["device"]: p["power_w"] for p in power["per_device"]}
-    assert per == pytest.approx({k: d["mean_power_w"] for k, d in devices.items()})
+    assert per == pytest.approx({k: d.mean_power_w for k, d in devices.items()})
     assert cost["energy"]["method"].startswith("measured energy in the window (counter)")
     assert cost["energy"]["joules"] == pytest.approx(energy["joules"])
 

@@ -59,6 +59,6 @@ def test_a_runs_energy_is_over_the_window_its_token_counts_use(
     window = (first_send, first_send + run.summary.window_s)
     assert run.summary.window_s < run.duration_s  # the writer's own span is longer than the counts'
     gpu = run.telemetry_summary[0]
-    assert gpu["window_s"] == pytest.approx(run.summary.window_s, rel=1e-9)
+    assert gpu.window_s == pytest.approx(run.summary.window_s, rel=1e-9)
     w0 = run.started_at.replace(tzinfo=run.started_at.tzinfo or UTC).timestamp()
-    assert gpu["energy_j"] == pytest.approx(node.energy_between(0, w0 + window[0], w0 + window[1]), rel=0.01)
+    assert gpu.energy_j == pytest.approx(node.energy_between(0, w0 + window[0], w0 + window[1]), rel=0.01)

@@ -449,10 +449,10 @@ def _other_load(info: RunInfo, busy: float, cores: float | None) -> Check | NotC
 
 def energy(info: RunInfo, summary: RunSummary, records: Records) -> Check | NotChecked:
     name = "energy"
-    measured = [d for d in info.telemetry_summary if isinstance(d, Mapping) and d.get("energy_j") is not None]
+    measured = [d for d in info.telemetry_summary if d.energy_j is not None]
     if not measured:
         return NotChecked(name=name, why="no device's energy was measured in the window")
-    bad = [d for d in measured if d.get("valid") is False]
+    bad = [d for d in measured if d.valid is False]
     rule = (
         "devices whose telemetry over the window is not valid (gaps, missing samples, counter mismatch): "
         "warn at ≥ 1"
@@ -460,8 +460,8 @@ def energy(info: RunInfo, summary: RunSummary, records: Records) -> Check | NotC
     if bad:
         first = bad[0]
         why = (
-            f"energy of {len(bad)} of {len(measured)} device(s) is not valid — {first.get('device')}: "
-            f"{first.get('validity_reason') or 'no reason given'}: J per unit rests on it"
+            f"energy of {len(bad)} of {len(measured)} device(s) is not valid — {first.device}: "
+            f"{first.validity_reason or 'no reason given'}: J per unit rests on it"
         )
     else:
         why = f"energy of all {len(measured)} device(s) valid over the window"

@@ -42,7 +42,7 @@ from gpuledger.bench.validity import schedule_summary, verdict
 from gpuledger.engines.base import GenResult
 from gpuledger.errors import GpuledgerError, NotFoundError, StoreError
 from gpuledger.facts.cpu import usable_cpus
-from gpuledger.records import RequestRecord, RunInfo, RunStatus, RunSummary, TelemetrySample
+from gpuledger.records import DeviceWindow, RequestRecord, RunInfo, RunStatus, RunSummary, TelemetrySample
 from gpuledger.records.environment import load_environment
 from gpuledger.records.run import CLIENT_CORE_WARNING
 from gpuledger.records.spec import TelemetryRecord, TelemetrySource
@@ -256,7 +256,7 @@ class RunWriter:
         """Add what the writer found about telemetry to the run's spec (``config.telemetry``)."""
         self._note = self._note.model_copy(update=fields)
 
-    def _stop_telemetry(self) -> tuple[list[TelemetrySample], list[dict[str, Any]]]:
+    def _stop_telemetry(self) -> tuple[list[TelemetrySample], list[DeviceWindow]]:
         sampler, self._sampler = self._sampler, None
         if not self._sources:
             return [], []
@@ -264,7 +264,7 @@ class RunWriter:
             if sampler is None:
                 return [], []
             samples = sampler.stop()
-            summaries = [s.to_dict() for s in sampler.summaries()]
+            summaries = sampler.summaries()
             self._noted(sources=[_source(s) for s in sampler.statuses()])
             self._stopped = sampler
             return samples, summaries
@@ -273,8 +273,8 @@ class RunWriter:
             self._sources = []
 
     def _window_telemetry(
-        self, records: Sequence[RequestRecord], summary: RunSummary, summaries: list[dict[str, Any]]
-    ) -> list[dict[str, Any]]:
+        self, records: Sequence[RequestRecord], summary: RunSummary, summaries: list[DeviceWindow]
+    ) -> list[DeviceWindow]:
         """Each device's power and energy over exactly the window the run's counts are per — first send to
         first send + the summary's ``window_s`` (every kind's window starts at its first send), interpolated
         at its edges — not the writer's start to finish, which also holds the time before the first send
@@ -283,31 +283,24 @@ class RunWriter:
         if sampler is None or not summaries or not records or summary.window_s <= 0:
             return summaries
         start = min(r.t_send for r in records)
-        return [s.to_dict() for s in sampler.summaries(between=(start, start + summary.window_s))]
+        return sampler.summaries(between=(start, start + summary.window_s))
 
-    def _stage_telemetry(self, summary: RunSummary, summaries: list[dict[str, Any]]) -> None:
+    def _stage_telemetry(self, summary: RunSummary, summaries: list[DeviceWindow]) -> list[DeviceWindow]:
         """Each device's power and energy over each stage's own window (a sweep is priced at one stage: its
         J per unit must be that stage's, not the whole sweep's), in the device's ``stages``."""
         sampler = self._stopped
         if sampler is None or not summaries:
-            return
-        by_key = {d.get("device"): d for d in summaries}
+            return summaries
+        by_key = {d.device: d for d in summaries}
         for stage in summary.stage_summaries():
             window = stage.stage_window()
             if window is None or window[1] <= window[0]:
                 continue
             for part in sampler.summaries(between=window):
                 dev = by_key.get(part.device)
-                if dev is None:
-                    continue
-                d = part.to_dict()
-                dev.setdefault("stages", {})[stage.stage_name()] = {
-                    k: d.get(k)
-                    for k in ("window_s", "mean_power_w", "peak_power_w", "energy_j", "energy_method",
-                              "energy_reason", "valid", "validity_reason", "reasons", "mean_util_ratio",
-                              "peak_util_ratio")
-                    if k in d
-                }
+                if dev is not None:
+                    by_key[part.device] = dev.with_stage(stage.stage_name(), part.stage())
+        return [by_key[d.device] for d in summaries]
 
     def _warn(self, message: str) -> None:
         if self.on_warning is not None:
@@ -418,7 +411,7 @@ class RunWriter:
         if extra_summary:
             summary = summary.amended(**extra_summary)
         summaries = self._window_telemetry(records, summary, summaries)
-        self._stage_telemetry(summary, summaries)
+        summaries = self._stage_telemetry(summary, summaries)
         self._store_notes(client)
         if self._send_lags:
             client["send_schedule"] = schedule_summary(self._send_lags)

@@ -140,19 +140,15 @@ def render_run(info: RunInfo) -> None:
         )
     for dev in info.telemetry_summary:
         energy = (
-            f"{dev['energy_j']:.1f} J ({dev.get('energy_method')})"
-            if dev.get("energy_j") is not None
-            else f"energy n/a — {dev.get('energy_reason') or 'not measured'}"
+            f"{dev.energy_j:.1f} J ({dev.energy_method})"
+            if dev.energy_j is not None
+            else f"energy n/a — {dev.energy_reason or 'not measured'}"
         )
-        power = f"{dev['mean_power_w']:.1f} W mean" if dev.get("mean_power_w") is not None else "power n/a"
-        util = (
-            f"util {dev['mean_util_ratio']:.0%} mean"
-            if dev.get("mean_util_ratio") is not None
-            else "util n/a"
-        )
+        power = f"{dev.mean_power_w:.1f} W mean" if dev.mean_power_w is not None else "power n/a"
+        util = f"util {dev.mean_util_ratio:.0%} mean" if dev.mean_util_ratio is not None else "util n/a"
         paragraph(
             console,
-            notes.shorten(f"{dev.get('device')} ({dev.get('name') or ''}): {util}, {power}, {energy}"),
+            notes.shorten(f"{dev.device} ({dev.name}): {util}, {power}, {energy}"),
             lead="telemetry ",
             indent=2,
         )

@@ -132,10 +132,10 @@ def render_train_run(info: RunInfo, notes: Notes) -> None:
             else f"n/a — {peak.get('reason')}"
         )
         tele = [
-            f"{d.get('device')} {_gib(d.get('peak_memory_bytes'))}"
-            + (" machine RAM in use" if d.get("vendor") == "cpu" else " device memory in use")
+            f"{d.device} {_gib(d.peak_memory_bytes)}"
+            + (" machine RAM in use" if d.vendor == "cpu" else " device memory in use")
             for d in info.telemetry_summary
-            if d.get("peak_memory_bytes") is not None
+            if d.peak_memory_bytes is not None
         ]
         rows.append(
             (

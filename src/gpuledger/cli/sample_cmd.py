@@ -14,7 +14,8 @@ from rich.table import Table
 
 from gpuledger.cli.common import JsonOpt, console, err_console, print_json
 from gpuledger.errors import UsageError
-from gpuledger.telemetry import BackgroundSampler, SourceStatus, WindowSummary, close_sources, open_sources
+from gpuledger.records import DeviceWindow
+from gpuledger.telemetry import BackgroundSampler, SourceStatus, close_sources, open_sources
 
 GIB = 1024.0**3
 
@@ -29,7 +30,7 @@ def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value * 100:.0f} %"
 
 
-def _render(summaries: list[WindowSummary], statuses: list[SourceStatus], duration: float) -> None:
+def _render(summaries: list[DeviceWindow], statuses: list[SourceStatus], duration: float) -> None:
     table = Table(title=f"Telemetry over {duration:g} s", title_justify="left")
     for col, justify in (("device", "left"), ("name", "left"), ("util mean / peak", "right"),
                          ("memory peak / total", "right"), ("power mean / peak", "right"),

@@ -18,7 +18,7 @@ from gpuledger.cli.common import DbOpt, JsonOpt, console, err_console, print_jso
 from gpuledger.cli.files import check_target, write_output
 from gpuledger.cli.since import parse_since  # bounded: cli/since.py
 from gpuledger.errors import InvalidInputError
-from gpuledger.records import RequestRecord, RunInfo, dump_summary
+from gpuledger.records import DeviceWindow, RequestRecord, RunInfo, dump_summary
 from gpuledger.records.validity import Verdict
 from gpuledger.textsafe import csv_text
 from gpuledger.urls import redact_url
@@ -236,32 +236,28 @@ def _scaled(value: Any, scale: float, fmt: str, unit: str) -> str:
     return NA if v is None else f"{v * scale:{fmt}} {unit}"
 
 
-def _telemetry_table(summaries: list[dict[str, Any]]) -> list[str]:
+def _telemetry_table(summaries: list[DeviceWindow]) -> list[str]:
     """Print the telemetry table; answer the lines that explain it (printed under it)."""
     from gpuledger.report.layout import print_table
 
     notes: list[str] = []
     rows = []
     for d in summaries:
-        device = str(d.get("device", NA))
-        energy = _scaled(d.get("energy_j"), 1.0, ",.0f", "J")
-        if d.get("energy_method"):
-            energy += f" ({d['energy_method']})"
-        elif d.get("energy_reason"):
-            notes.append(f"{device}: energy — {d['energy_reason']}")
-        valid = "yes" if d.get("valid") else "no"
-        if not d.get("valid") and d.get("validity_reason"):
-            notes.append(f"{device}: not valid — {d['validity_reason']}")
-        unavailable = d.get("unavailable")
-        if isinstance(unavailable, dict):
-            notes.extend(f"{device}: {metric} unavailable — {why}" for metric, why in unavailable.items())
+        energy = _scaled(d.energy_j, 1.0, ",.0f", "J")
+        if d.energy_method:
+            energy += f" ({d.energy_method})"
+        elif d.energy_reason:
+            notes.append(f"{d.device}: energy — {d.energy_reason}")
+        if not d.valid and d.validity_reason:
+            notes.append(f"{d.device}: not valid — {d.validity_reason}")
+        notes.extend(f"{d.device}: {metric} unavailable — {why}" for metric, why in d.unavailable.items())
         rows.append((
-            device, str(d.get("name") or NA),
-            _scaled(d.get("mean_util_ratio"), 100.0, ".1f", "%"),
-            _scaled(d.get("peak_util_ratio"), 100.0, ".1f", "%"),
-            _scaled(d.get("peak_memory_bytes"), 1 / 2**30, ",.2f", "GiB"),
-            _scaled(d.get("mean_power_w"), 1.0, ",.1f", "W"),
-            energy, valid,
+            d.device, d.name or NA,
+            _scaled(d.mean_util_ratio, 100.0, ".1f", "%"),
+            _scaled(d.peak_util_ratio, 100.0, ".1f", "%"),
+            _scaled(d.peak_memory_bytes, 1 / 2**30, ",.2f", "GiB"),
+            _scaled(d.mean_power_w, 1.0, ",.1f", "W"),
+            energy, "yes" if d.valid else "no",
         ))
     print_table(
         console,

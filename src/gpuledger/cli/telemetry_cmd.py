@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -13,6 +13,9 @@ from rich.table import Table
 from gpuledger.cli.common import DbOpt, JsonOpt, console, print_json
 from gpuledger.cli.numeric import CLOCK_OFFSET_S
 from gpuledger.errors import UsageError
+
+if TYPE_CHECKING:
+    from gpuledger.telemetry.attach import ImportResult
 
 telemetry_app = typer.Typer(
     name="telemetry", help="Telemetry taken elsewhere: attach a log of the server's node to a stored run.",
@@ -26,30 +29,31 @@ class LogFormatOpt(StrEnum):
     dcgm = "dcgm"
 
 
-def _num(value: Any, fmt: str, unit: str) -> str:
-    return "n/a" if not isinstance(value, int | float) else f"{value:{fmt}} {unit}"
+def _num(value: float | None, fmt: str, unit: str) -> str:
+    return "n/a" if value is None else f"{value:{fmt}} {unit}"
 
 
-def _render(doc: dict[str, Any]) -> None:
-    console.print(f"run {doc['run']}: {doc['format']} log {doc['file']}, window from {doc['window_start']} "
-                  f"for {doc['window_s']:.2f} s (clock offset {doc['clock_offset_s']:g} s)", markup=False)
+def _render(result: ImportResult) -> None:
+    r = result
+    console.print(f"run {r.run_id}: {r.format} log {r.file}, window from {r.window_start} for "
+                  f"{r.window_s:.2f} s (clock offset {r.clock_offset_s:g} s)", markup=False)
     table = Table(title="devices from the log", title_justify="left")
     for col in ("device", "assigned", "mean power", "energy", "samples", "valid"):
         table.add_column(col, justify="right" if col in ("mean power", "energy", "samples") else "left")
-    for d in doc["devices"]:
-        energy = _num(d.get("energy_j"), ",.1f", "J")
-        if d.get("energy_method"):
-            energy += f" ({d['energy_method']})"
-        valid = "yes" if d.get("valid") else "no: " + ", ".join(d.get("reasons") or [])
-        table.add_row(str(d["device"]), "yes" if d.get("assigned") else "no",
-                      _num(d.get("mean_power_w"), ",.1f", "W"), energy, str(d.get("samples")), valid)
+    for d in result.devices:
+        energy = _num(d.energy_j, ",.1f", "J")
+        if d.energy_method:
+            energy += f" ({d.energy_method})"
+        valid = "yes" if d.valid else "no: " + ", ".join(d.reasons)
+        table.add_row(d.device, "yes" if d.assigned else "no", _num(d.mean_power_w, ",.1f", "W"), energy,
+                      str(d.samples), valid)
     console.print(table)
-    for d in doc["devices"]:
-        if d.get("validity_reason"):
-            console.print(f"  {d['device']}: {d['validity_reason']}", markup=False)
-    if doc["malformed_rows"]:
-        console.print(f"  {doc['malformed_rows']} of {doc['rows']} rows could not be read and were left out; "
-                      f"the first: {doc['first_malformed']}", markup=False)
+    for d in result.devices:
+        if d.validity_reason:
+            console.print(f"  {d.device}: {d.validity_reason}", markup=False)
+    if result.malformed:
+        console.print(f"  {result.malformed} of {result.rows} rows could not be read and were left out; "
+                      f"the first: {result.first_malformed}", markup=False)
 
 
 @telemetry_app.command("import")
@@ -91,11 +95,10 @@ def import_cmd(
                             gpus=gpus, clock_offset_s=clock_offset, gap_limit_s=gap_limit)
     finally:
         store.close()
-    doc = result.to_dict()
     if json_out:
-        print_json(doc)
+        print_json(result.to_dict())
     else:
-        _render(doc)
+        _render(result)
 
 
 def register(app: typer.Typer) -> None:

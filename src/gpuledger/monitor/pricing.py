@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from gpuledger.catalog import Catalog, load_catalog
 from gpuledger.cost import CostProfile, cpu_defaults, default_profile_for, load_profile
 from gpuledger.errors import InvalidInputError, NotFoundError
-from gpuledger.records import RunInfo
+from gpuledger.records import DeviceWindow, RunInfo
 from gpuledger.records.environment import Environment, HostCpu
 from gpuledger.telemetry import DeviceInfo
 
@@ -59,7 +59,7 @@ def choose_profile(name_or_path: str | None, devices: Sequence[DeviceInfo],
         return ProfileChoice(None, "cost metrics off: no device found to price, and no --profile given")
     run = RunInfo(
         id="monitor",
-        telemetry_summary=[{"device": d.key, "vendor": d.vendor, "name": d.name, "peak_util_ratio": None}
+        telemetry_summary=[DeviceWindow(device=d.key, vendor=d.vendor, name=d.name, peak_util_ratio=None)
                            for d in acc],
         environment=Environment(
             arch=platform.machine(), cpu=HostCpu(logical_cpus=os.cpu_count()) if os.cpu_count() else None

@@ -1,9 +1,9 @@
 """The records every part of gpuledger exchanges: a run, its requests, its telemetry samples, its summary.
 
 These are the contract between engines/bench (which produce them), the store (which keeps them), and
-metrics/cost/report (pure functions over them); see ``run.py``, ``summary.py`` and ``units.py``. What each
-workload kind stores (its spec and summary classes) is in its package under ``gpuledger.kinds``, found
-through ``records.kinds``.
+metrics/cost/report (pure functions over them); see ``run.py``, ``summary.py``, ``telemetry.py`` (a run's
+telemetry summary: one window per device) and ``units.py``. What each workload kind stores (its spec and
+summary classes) is in its package under ``gpuledger.kinds``, found through ``records.kinds``.
 """
 
 from gpuledger.records.itemstats import Latency
@@ -19,6 +19,18 @@ from gpuledger.records.summary import (
     dump_summary,
     load_summary,
 )
+from gpuledger.records.telemetry import (
+    GPU_VENDORS,
+    DeviceWindow,
+    EnergyMethod,
+    StageWindow,
+    TelemetryRecordError,
+    Vendor,
+    dump_telemetry_summary,
+    dump_window,
+    load_telemetry_summary,
+    load_window,
+)
 from gpuledger.records.units import (
     UnitInfo,
     Work,
@@ -30,10 +42,13 @@ from gpuledger.records.units import (
 )
 
 __all__ = [
+    "GPU_VENDORS",
     "RUN_STATUSES",
     "TOKEN_SOURCES",
     "BenchSpec",
+    "DeviceWindow",
     "DoctorRunRecord",
+    "EnergyMethod",
     "Latency",
     "Origin",
     "RequestRecord",
@@ -41,15 +56,20 @@ __all__ = [
     "RunStatus",
     "RunSummary",
     "SpecError",
+    "StageWindow",
     "SummaryError",
+    "TelemetryRecordError",
     "TelemetrySample",
     "TokenSource",
     "UnitInfo",
+    "Vendor",
     "Work",
     "WorkSummary",
     "WorkloadKind",
     "alias_of",
     "dump_spec",
+    "dump_telemetry_summary",
+    "dump_window",
     "dump_summary",
     "kind_named",
     "kind_of_spec",
@@ -57,6 +77,8 @@ __all__ = [
     "kinds",
     "load_spec",
     "load_summary",
+    "load_telemetry_summary",
+    "load_window",
     "register_alias",
     "register_unit",
     "resolve_alias",

@@ -18,6 +18,7 @@ from gpuledger.records.environment import Environment, load_environment
 from gpuledger.records.kinds import kind_of_spec, kind_of_summary
 from gpuledger.records.spec import BenchSpec, load_spec
 from gpuledger.records.summary import RunSummary
+from gpuledger.records.telemetry import DeviceWindow, load_telemetry_summary
 
 # ``cancelled``: stopped (Ctrl-C, SIGTERM) before any request finished — nothing was measured.
 RunStatus = Literal["running", "complete", "incomplete", "failed", "cancelled"]
@@ -64,7 +65,9 @@ class RunInfo:
     (a mapping given here is read with ``records.environment.load_environment``). ``summary`` is the cached
     output of the metrics functions (``None`` until the run is summarised) and can be recomputed from the
     requests at any time. ``unit`` is the unit of its workload kind (``unit_of_run``); a run stored before
-    the kinds with ``"token"`` whatever it measured reads in its kind's unit (an image run as ``image``)."""
+    the kinds with ``"token"`` whatever it measured reads in its kind's unit (an image run as ``image``).
+    ``telemetry_summary`` holds one typed window per device (a mapping given here is read as a stored
+    one: ``records.telemetry.load_telemetry_summary``)."""
 
     id: str
     label: str = ""
@@ -80,7 +83,7 @@ class RunInfo:
     environment: Environment = field(default_factory=Environment)
     server: dict[str, Any] = field(default_factory=dict)
     summary: RunSummary | None = None
-    telemetry_summary: list[dict[str, Any]] = field(default_factory=list)
+    telemetry_summary: list[DeviceWindow] = field(default_factory=list)
     client: dict[str, Any] = field(default_factory=dict)
     duration_s: float | None = None
     num_requests: int = 0
@@ -93,6 +96,9 @@ class RunInfo:
         config: object = self.config
         if isinstance(config, Mapping):
             self.config = load_spec(config, self.engine, workload=self.workload, summary=self.summary)
+        windows: object = self.telemetry_summary
+        if not isinstance(windows, list) or not all(isinstance(w, DeviceWindow) for w in windows):
+            self.telemetry_summary = load_telemetry_summary(windows)
         if self.unit == LEGACY_UNIT:
             self.unit = unit_of_run(self.summary, self.config) or LEGACY_UNIT
 

@@ -9,7 +9,7 @@ from pydantic import Field, field_serializer
 
 from gpuledger.cost.comparison.compare import ComparisonDocument
 from gpuledger.cost.pricing.document import CostDocument
-from gpuledger.records import RunSummary, dump_summary
+from gpuledger.records import DeviceWindow, RunSummary, dump_summary
 from gpuledger.records.spec import LikeOrigin
 from gpuledger.report.model import JsonObject, ReportData, ReportModel, none
 
@@ -31,16 +31,16 @@ class ThroughputPoint(ReportModel):
 
 class RunNumbers(ReportModel):
     """The figures of one run of a report: its typed summary (dumped as ``dump_summary`` dumps it: the
-    fields that were set, and the kind), where that summary came from, the telemetry summary as stored,
-    how many accelerators served it, its throughput points, its price (the cost document ``gpuledger
-    cost --json`` prints) or why it has none; the server's state over the window and where the workload
-    came from only for runs that record them."""
+    fields that were set, and the kind), where that summary came from, the telemetry summary as stored (a
+    ``DeviceWindow`` per device, dumped as its fields that were set), how many accelerators served it, its
+    throughput points, its price (the cost document ``gpuledger cost --json`` prints) or why it has none;
+    the server's state over the window and where the workload came from only for runs that record them."""
 
     id: str
     name: str
     summary_source: str
     summary: RunSummary | None
-    telemetry_summary: tuple[JsonObject, ...]
+    telemetry_summary: tuple[DeviceWindow, ...]
     accelerators: int
     throughput_points: tuple[ThroughputPoint, ...]
     cost: CostDocument | None

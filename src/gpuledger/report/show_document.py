@@ -13,7 +13,7 @@ from pydantic import Field
 from gpuledger.cost.pricing.document import EfficiencyDoc
 from gpuledger.cost.pricing.efficiency import run_efficiency
 from gpuledger.cost.pricing.runview import EnergyView, energy_view
-from gpuledger.records import RunInfo
+from gpuledger.records import DeviceWindow, RunInfo
 from gpuledger.report.run_documents import (
     DocModel,
     JsonObject,
@@ -47,7 +47,7 @@ class ShowDocument(DocModel):
     environment: JsonObject
     server: JsonObject
     summary: JsonObject
-    telemetry_summary: list[JsonObject]
+    telemetry_summary: list[DeviceWindow]
     client: JsonObject
     duration_s: float | None
     num_requests: int
@@ -66,6 +66,7 @@ class ShowDocument(DocModel):
     ) -> ShowDocument:
         return cls.model_validate({
             **run_to_dict(run),
+            "telemetry_summary": run.telemetry_summary,
             "kind": kind_name(run),
             "env_hash": env_hash,
             "cost_evaluations": list(cost_evaluations),

@@ -25,12 +25,15 @@ from gpuledger.records import (
     RunStatus,
     SpecError,
     SummaryError,
+    TelemetryRecordError,
     TelemetrySample,
     TokenSource,
     dump_spec,
     dump_summary,
+    dump_telemetry_summary,
     load_spec,
     load_summary,
+    load_telemetry_summary,
 )
 from gpuledger.records.environment import EnvironmentRecordError, dump_environment, load_environment
 from gpuledger.store.exchange import INT_MAX, RUN_FIELDS
@@ -63,6 +66,7 @@ def run_to_dict(info: RunInfo) -> dict[str, Any]:
     out["summary"] = dump_summary(info.summary)
     out["config"] = redacted_config(dump_spec(info.config))
     out["environment"] = dump_environment(info.environment)
+    out["telemetry_summary"] = dump_telemetry_summary(info.telemetry_summary)
     # Credentials in a server URL are used for the requests and shown nowhere (runs stored before
     # gpuledger redacted them at the source may still hold them).
     out["base_url"] = redact_url(info.base_url) if info.base_url else info.base_url
@@ -265,12 +269,17 @@ def parse_document(doc: Any) -> tuple[RunInfo, list[RequestRecord], list[Telemet
         )
     except SpecError as exc:
         raise InvalidInputError(f"malformed gpuledger run export: run.{exc}") from exc
-    fields = {name: getattr(run, name) for name in RUN_FIELDS if name not in ("summary", "config")}
+    fields = {name: getattr(run, name) for name in RUN_FIELDS
+              if name not in ("summary", "config", "telemetry_summary")}
     if fields.get("base_url"):
         fields["base_url"] = redact_url(fields["base_url"])
     try:
         fields["environment"] = load_environment(run.environment)
     except EnvironmentRecordError as exc:
+        raise InvalidInputError(f"malformed gpuledger run export: run.{exc}") from exc
+    try:
+        fields["telemetry_summary"] = load_telemetry_summary(run.telemetry_summary)
+    except TelemetryRecordError as exc:
         raise InvalidInputError(f"malformed gpuledger run export: run.{exc}") from exc
     info = RunInfo(**fields, summary=summary, config=config)
     requests = [

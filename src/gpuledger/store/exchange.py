@@ -17,17 +17,21 @@ from gpuledger.records import (
     RUN_STATUSES,
     TOKEN_SOURCES,
     BenchSpec,
+    DeviceWindow,
     RequestRecord,
     RunInfo,
     RunStatus,
     RunSummary,
     SpecError,
     SummaryError,
+    TelemetryRecordError,
     TelemetrySample,
     dump_spec,
     dump_summary,
+    dump_telemetry_summary,
     load_spec,
     load_summary,
+    load_telemetry_summary,
 )
 from gpuledger.records.environment import (
     Environment,
@@ -109,7 +113,7 @@ def check_run_fields(fields: dict[str, Any]) -> None:
         if name == "config" and not isinstance(value, BenchSpec):
             raise InvalidInputError("config must be a BenchSpec")
         if name == "telemetry_summary" and not isinstance(value, list):
-            raise InvalidInputError("telemetry_summary must be a list")
+            raise InvalidInputError("telemetry_summary must be a list of DeviceWindow (or their documents)")
         if name == "num_requests" and int_problem(value):
             raise InvalidInputError(f"num_requests {int_problem(value)}")
         if name == "duration_s" and value is not None and (_time_problem(value) or value < 0):
@@ -132,7 +136,8 @@ def run_values(info: RunInfo) -> dict[str, Any]:
 
 def column_values(fields: dict[str, Any]) -> dict[str, Any]:
     """RunInfo field values -> column values: the config and the summary as their stored documents
-    (schema marked)."""
+    (schema marked), the environment and the telemetry summary as their models dump them (a document given
+    is read through its model first: InvalidInputError naming what it cannot read)."""
     if "summary" in fields:
         fields = {**fields, "summary": dump_summary(fields["summary"], stored=True)}
     if "config" in fields:
@@ -143,6 +148,12 @@ def column_values(fields: dict[str, Any]) -> dict[str, Any]:
         except EnvironmentRecordError as exc:
             raise InvalidInputError(str(exc)) from exc
         fields = {**fields, "environment": dump_environment(env)}
+    if "telemetry_summary" in fields:
+        try:
+            windows = load_telemetry_summary(fields["telemetry_summary"])
+        except TelemetryRecordError as exc:
+            raise InvalidInputError(str(exc)) from exc
+        fields = {**fields, "telemetry_summary": dump_telemetry_summary(windows)}
     return fields
 
 
@@ -167,6 +178,15 @@ def read_config(doc: Any, engine: Any, workload: Any, summary: RunSummary | None
                          workload=workload if isinstance(workload, dict) else None, summary=summary)
     except SpecError as exc:
         raise ValueError(f"column config: {exc}") from exc
+
+
+def read_telemetry(doc: Any) -> list[DeviceWindow]:
+    """A stored telemetry summary -> one typed window per device (older documents upgraded); ValueError
+    (the store's "unreadable value") naming the entry and the field that cannot be read."""
+    try:
+        return load_telemetry_summary(doc)
+    except TelemetryRecordError as exc:
+        raise ValueError(f"column {exc}") from exc
 
 
 def run_row_problem(m: Mapping[Any, Any]) -> str | None:
@@ -210,10 +230,12 @@ def run_from_row(row: Row[Any], status: RunStatus) -> RunInfo:
     problem = run_row_problem(m)
     if problem:
         raise ValueError(problem)
-    values = {name: m[name] for name in RUN_FIELDS if name not in ("status", "summary", "config")}
+    skip = ("status", "summary", "config", "telemetry_summary")
+    values = {name: m[name] for name in RUN_FIELDS if name not in skip}
     summary = read_summary(m["summary"])
     config = read_config(m["config"], m["engine"], m["workload"], summary)
-    return RunInfo(**values, status=status, summary=summary, config=config)
+    return RunInfo(**values, status=status, summary=summary, config=config,
+                   telemetry_summary=read_telemetry(m["telemetry_summary"]))
 
 
 def request_problems(r: RequestRecord) -> list[tuple[str, str]]:

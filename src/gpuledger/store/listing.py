@@ -26,10 +26,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from gpuledger.records import RunInfo, RunStatus, RunSummary, kind_of_spec, kind_of_summary
+from gpuledger.records import DeviceWindow, RunInfo, RunStatus, RunSummary, kind_of_spec, kind_of_summary
 from gpuledger.records.summary import DEFAULT_KIND
 
-GPU_VENDORS = ("nvidia", "amd")
 GPU_TEXT_LENGTH = 128
 RATE_UNIT_LENGTH = 64
 MAX_PER_PAGE = 200
@@ -129,13 +128,13 @@ def run_kind(summary: RunSummary | None, spec_kind: str | None) -> str | None:
 
 
 def run_gpu(
-    summary: RunSummary | None, telemetry_summary: Sequence[Any], environment_gpus: Sequence[Any]
+    summary: RunSummary | None, telemetry_summary: Sequence[DeviceWindow], environment_gpus: Sequence[Any]
 ) -> str | None:
     """The GPUs a run recorded (the module docstring's rule), or None."""
-    devices = [d for d in telemetry_summary if isinstance(d, Mapping) and d.get("vendor") in GPU_VENDORS]
-    if any(isinstance(d.get("assigned"), bool) for d in devices):
-        devices = [d for d in devices if d.get("assigned") is True]
-    names = {n for n in (_text(d.get("name")) for d in devices) if n}
+    devices = [d for d in telemetry_summary if d.is_gpu]
+    if any(d.assigned is not None for d in devices):
+        devices = [d for d in devices if d.assigned is True]
+    names = {n for n in (_text(d.name) for d in devices) if n}
     if not names and summary is not None:
         origin = summary.origin()
         if origin is not None and origin.gpu:

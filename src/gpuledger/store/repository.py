@@ -14,7 +14,14 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, Connection, Engine
 
 from gpuledger.errors import InvalidInputError, NotFoundError, StoreError
-from gpuledger.records import DoctorRunRecord, RequestRecord, RunInfo, RunStatus, TelemetrySample
+from gpuledger.records import (
+    DeviceWindow,
+    DoctorRunRecord,
+    RequestRecord,
+    RunInfo,
+    RunStatus,
+    TelemetrySample,
+)
 from gpuledger.store import document, exchange, listing
 from gpuledger.store.engine import (
     LOCK_WAIT,
@@ -632,7 +639,7 @@ class Store(MatrixCells):
         run_id: str,
         devices: Sequence[str],
         series: Iterable[tuple[str, str, str, Sequence[float], Sequence[float]]],
-        summarize: Callable[[RunInfo, dict[str, set[str]]], list[dict[str, Any]]],
+        summarize: Callable[[RunInfo, dict[str, set[str]]], list[DeviceWindow]],
         *,
         lock_wait_s: float | None = None,
     ) -> int:

@@ -3,7 +3,7 @@ window summary says how its energy was obtained and whether the window is trustw
 
 >>> sources = open_sources()
 >>> sampler = BackgroundSampler(sources, interval_s=0.1, t0=time.monotonic()).start()
->>> samples = sampler.stop(); summaries = sampler.summaries()
+>>> samples = sampler.stop(); summaries = sampler.summaries()  # one records.DeviceWindow per device
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from gpuledger.telemetry.cpu import PsutilSource
 from gpuledger.telemetry.nvml import NvmlSource
 from gpuledger.telemetry.rapl import RaplSource
 from gpuledger.telemetry.remotes import open_remote_sources
-from gpuledger.telemetry.sampler import BackgroundSampler, Sampler, WindowSummary
+from gpuledger.telemetry.sampler import BackgroundSampler, Sampler
 from gpuledger.telemetry.smi_cli import (
     CLI_PROBE_TIMEOUT_S,
     AmdSmiCliSource,
@@ -36,7 +36,6 @@ __all__ = [
     "Sampler",
     "SourceError",
     "SourceStatus",
-    "WindowSummary",
     "close_sources",
     "open_remote_sources",
     "open_sources",

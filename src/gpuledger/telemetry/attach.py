@@ -33,7 +33,7 @@ from typing import Any, Protocol, TypeAlias
 
 from gpuledger.boundedio import iter_lines
 from gpuledger.errors import InvalidInputError, NotFoundError
-from gpuledger.records import RunInfo
+from gpuledger.records import DeviceWindow, RunInfo, dump_telemetry_summary
 from gpuledger.telemetry.base import MAX_DEVICES, DeviceInfo
 from gpuledger.telemetry.energy import DEFAULT_GAP_LIMIT_S, edge_tolerance
 from gpuledger.telemetry.logs import FORMATS, MAX_LINE, LogFormat, ParsedLog, parse_log
@@ -49,7 +49,7 @@ class RunStore(Protocol):
     def get_run(self, id_or_prefix: str) -> RunInfo: ...
 
     def attach_telemetry(self, run_id: str, devices: Sequence[str], series: Iterator[Series],
-                         summarize: Callable[[RunInfo, dict[str, set[str]]], list[dict[str, Any]]], *,
+                         summarize: Callable[[RunInfo, dict[str, set[str]]], list[DeviceWindow]], *,
                          lock_wait_s: float | None = None) -> int: ...
 
 
@@ -65,14 +65,14 @@ class ImportResult:
     window_s: float
     clock_offset_s: float
     samples_stored: int
-    devices: list[dict[str, Any]] = field(default_factory=list)
+    devices: list[DeviceWindow] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"run": self.run_id, "format": self.format, "file": self.file, "rows": self.rows,
                 "malformed_rows": self.malformed, "first_malformed": self.first_malformed,
                 "window_start": self.window_start, "window_s": self.window_s,
                 "clock_offset_s": self.clock_offset_s, "samples_stored": self.samples_stored,
-                "devices": self.devices}
+                "devices": dump_telemetry_summary(self.devices)}
 
 
 def read_log_lines(path: Path) -> Iterator[str]:
@@ -165,9 +165,9 @@ def _around(times: Sequence[float], values: Sequence[float], shift: float, end: 
     return out_t, out_v
 
 
-def _from_log(entry: dict[str, Any]) -> bool:
+def _from_log(entry: DeviceWindow) -> bool:
     """Did a device of the run's summary come from an imported log (its sources say ``<format> log``)?"""
-    return any(str(s).startswith(tuple(f"{f} log " for f in FORMATS)) for s in entry.get("sources") or [])
+    return any(s.startswith(tuple(f"{f} log " for f in FORMATS)) for s in entry.sources)
 
 
 def _attach(store: RunStore, run: RunInfo, path: Path, log: ParsedLog, w0: float, w1: float, *,
@@ -192,7 +192,7 @@ def _attach(store: RunStore, run: RunInfo, path: Path, log: ParsedLog, w0: float
     wanted = list(range(gpus)) if gpus is not None else present
     by = (f"telemetry import {path.name} --gpus {gpus} (GPUs 0..{gpus - 1} of the log)" if gpus is not None
           else f"telemetry import {path.name} (every GPU in the log)")
-    summaries: list[dict[str, Any]] = []
+    summaries: list[DeviceWindow] = []
     chosen: dict[str, Chosen] = {}
     for gpu in sorted(set(present) | set(wanted)):
         dev = DeviceInfo(key=f"{log.vendor}:{gpu}@{stem}", vendor=log.vendor, index=gpu,
@@ -207,12 +207,11 @@ def _attach(store: RunStore, run: RunInfo, path: Path, log: ParsedLog, w0: float
                                    [source] if mine else [], window_start=0.0, window_end=duration,
                                    interval_s=period, gap_limit_s=gap_limit_s,
                                    edge_tolerance_s=edge_tolerance(period))
-        summary.assigned = gpu in wanted
-        summary.assigned_by = by if gpu in wanted else f"not among the run's --gpus {gpus}"
-        summaries.append(summary.to_dict())
+        why = by if gpu in wanted else f"not among the run's --gpus {gpus}"
+        summaries.append(summary.with_assignment(gpu in wanted, why))
     new_keys = list(chosen)
 
-    def merged(current: RunInfo, held: dict[str, set[str]]) -> list[dict[str, Any]]:
+    def merged(current: RunInfo, held: dict[str, set[str]]) -> list[DeviceWindow]:
         """The run's summary as it is now, with this log's devices in: called inside the store's
         transaction, so another import's devices (another node) are never lost."""
         clash = {d: sorted(srcs - {source}) for d, srcs in held.items() if srcs - {source}}
@@ -222,14 +221,13 @@ def _attach(store: RunStore, run: RunInfo, path: Path, log: ParsedLog, w0: float
                                     "of the same name with other readings",
                                     hint="rename the log file to import it as other devices")
         kept = []
-        for old in current.telemetry_summary:
-            if old.get("device") in chosen:
+        for entry in current.telemetry_summary:
+            if entry.device in chosen:
                 continue
-            entry = dict(old)
-            if entry.get("vendor") in ("nvidia", "amd") and not _from_log(entry):
-                entry["assigned"] = False
-                entry["assigned_by"] = (f"a device of the machine that ran the bench, not of the server "
-                                        f"(its telemetry: telemetry import {path.name})")
+            if entry.is_gpu and not _from_log(entry):
+                why = (f"a device of the machine that ran the bench, not of the server (its telemetry: "
+                       f"telemetry import {path.name})")
+                entry = entry.with_assignment(False, why)
             kept.append(entry)
         return [*kept, *summaries]
 

@@ -7,12 +7,10 @@ A *source* reads one vendor interface (NVML, amdsmi, a CLI, RAPL, psutil) and re
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from gpuledger.errors import ResourceError
-from gpuledger.records import TelemetrySample
-
-Vendor = Literal["nvidia", "amd", "cpu"]
+from gpuledger.records import TelemetrySample, Vendor
 
 # Every metric a source may emit, with its base unit. Names are part of the stored data: never rename.
 METRIC_UNITS: dict[str, str] = {

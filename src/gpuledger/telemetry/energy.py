@@ -20,9 +20,9 @@ import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
-EnergyMethod = Literal["counter", "integrated"]
+from gpuledger.records import EnergyMethod
+
 Series = Sequence[tuple[float, float]]
 
 COUNTER_TOLERANCE = 0.05  # a counter is accepted when within 5 % of the integral of sampled power

@@ -40,7 +40,8 @@ from typing import Literal
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpuledger.telemetry.base import MAX_DEVICES, MHZ, MIB, DeviceInfo, SourceError, Vendor
+from gpuledger.records import Vendor
+from gpuledger.telemetry.base import MAX_DEVICES, MHZ, MIB, DeviceInfo, SourceError
 
 Exporter = Literal["dcgm-exporter", "amd-device-metrics-exporter", "gpuledger"]
 

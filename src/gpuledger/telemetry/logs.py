@@ -45,7 +45,8 @@ from itertools import chain, islice
 from typing import Literal
 
 from gpuledger.errors import InvalidInputError
-from gpuledger.telemetry.base import MAX_DEVICES, PHYSICAL_MAX, UNITS, Vendor, unit_factor
+from gpuledger.records import Vendor
+from gpuledger.telemetry.base import MAX_DEVICES, PHYSICAL_MAX, UNITS, unit_factor
 
 LogFormat = Literal["nvidia-smi", "amd-smi", "dcgm"]
 FORMATS: tuple[LogFormat, ...] = ("nvidia-smi", "amd-smi", "dcgm")

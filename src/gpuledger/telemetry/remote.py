@@ -33,7 +33,8 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from gpuledger.errors import UsageError
-from gpuledger.telemetry.base import MAX_DEVICES, BaseSource, DeviceInfo, Reading, SourceError, Vendor
+from gpuledger.records import Vendor
+from gpuledger.telemetry.base import MAX_DEVICES, BaseSource, DeviceInfo, Reading, SourceError
 from gpuledger.telemetry.expo import SERIES, VENDOR, ExpoDevice, Exposition, clean_host, parse_exposition
 from gpuledger.telemetry.http import DEFAULT_TIMEOUT_S, HttpClient
 from gpuledger.urls import parse_server_url, redact_url

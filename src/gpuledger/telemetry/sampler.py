@@ -1,4 +1,5 @@
-"""The background sampler and the per-device window summary.
+"""The background sampler and the per-device window summary (a ``gpuledger.records.DeviceWindow``: what
+``RunInfo.telemetry_summary`` stores, one per device).
 
 The energy maths is :mod:`gpuledger.telemetry.energy` (the one computation for every source): the
 hardware counter when one covers the window AND agrees with the trapezoid integral of sampled power
@@ -13,20 +14,18 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gpuledger.errors import UsageError
-from gpuledger.records import TelemetrySample
+from gpuledger.records import DeviceWindow, EnergyMethod, TelemetrySample, Vendor
 from gpuledger.telemetry.assign import decide
-from gpuledger.telemetry.base import DeviceInfo, Reading, SourceError, SourceStatus, Vendor
+from gpuledger.telemetry.base import DeviceInfo, Reading, SourceError, SourceStatus
 from gpuledger.telemetry.bounds import POWER_OUT_OF_RANGE, hold_power
 from gpuledger.telemetry.energy import (
     COUNTER_TOLERANCE,
     DEFAULT_GAP_LIMIT_S,
     DEVICE_ERROR,
     DEVICE_MISSING,
-    EnergyMethod,
     EnergyResult,
     audit_energy,
     choose_energy,
@@ -43,7 +42,6 @@ __all__ = [
     "EnergyMethod",
     "EnergyResult",
     "Sampler",
-    "WindowSummary",
     "choose_energy",
     "counter_check",
     "counter_delta",
@@ -92,58 +90,6 @@ class Sampler(Protocol):
 # --------------------------------------------------------------------------- window summary
 
 
-@dataclass(slots=True)
-class WindowSummary:
-    """One device over one sampling window. ``to_dict()`` is what ``RunInfo.telemetry_summary`` stores.
-
-    ``valid`` is False when ``reasons`` holds a code (``gpuledger.telemetry.energy.REASON_CODES``);
-    ``validity_reason`` says it in words. ``assigned`` / ``assigned_by``: whether the run was assigned
-    this device and what said so (``gpuledger.telemetry.assign``), None when nothing did."""
-
-    device: str
-    vendor: Vendor
-    name: str
-    uuid: str | None
-    index: int | None
-    mean_util_ratio: float | None
-    peak_util_ratio: float | None
-    peak_memory_bytes: float | None
-    memory_total_bytes: float | None
-    mean_power_w: float | None
-    peak_power_w: float | None
-    energy_j: float | None
-    energy_method: EnergyMethod | None
-    energy_reason: str | None
-    valid: bool
-    validity_reason: str | None
-    samples: int
-    interval_s: float
-    window_s: float
-    sources: list[str] = field(default_factory=list)
-    unavailable: dict[str, str] = field(default_factory=dict)
-    reasons: list[str] = field(default_factory=list)
-    gap_limit_s: float = DEFAULT_GAP_LIMIT_S
-    integrated_j: float | None = None
-    counter_j: float | None = None
-    assigned: bool | None = None
-    assigned_by: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "device": self.device, "vendor": self.vendor, "name": self.name, "uuid": self.uuid,
-            "index": self.index, "mean_util_ratio": self.mean_util_ratio,
-            "peak_util_ratio": self.peak_util_ratio, "peak_memory_bytes": self.peak_memory_bytes,
-            "memory_total_bytes": self.memory_total_bytes, "mean_power_w": self.mean_power_w,
-            "peak_power_w": self.peak_power_w, "energy_j": self.energy_j,
-            "energy_method": self.energy_method, "energy_reason": self.energy_reason,
-            "valid": self.valid, "validity_reason": self.validity_reason, "reasons": list(self.reasons),
-            "samples": self.samples, "interval_s": self.interval_s, "window_s": self.window_s,
-            "gap_limit_s": self.gap_limit_s, "integrated_j": self.integrated_j, "counter_j": self.counter_j,
-            "sources": list(self.sources), "unavailable": dict(self.unavailable),
-            "assigned": self.assigned, "assigned_by": self.assigned_by,
-        }
-
-
 def summarize_device(
     device: DeviceInfo,
     samples: Sequence[TelemetrySample],
@@ -156,7 +102,7 @@ def summarize_device(
     counter_only_reason: str | None = None,
     gap_limit_s: float = DEFAULT_GAP_LIMIT_S,
     edge_tolerance_s: float | None = None,
-) -> WindowSummary:
+) -> DeviceWindow:
     """Summarise one device's samples (``t`` on the window's clock) over ``[window_start, window_end]``
     with the one energy computation (``energy.audit_energy``), its power held against what the device can
     draw first (``telemetry.bounds``: ``power_out_of_range``). Pure: a stored run can be re-summarised
@@ -186,7 +132,7 @@ def summarize_series(
     counter_only_reason: str | None = None,
     gap_limit_s: float = DEFAULT_GAP_LIMIT_S,
     edge_tolerance_s: float | None = None,
-) -> WindowSummary:
+) -> DeviceWindow:
     """:func:`summarize_device` of one device's readings given per metric as ``(t, value)`` pairs (each
     iterated once: ``telemetry import`` passes them straight from its arrays, no sample objects)."""
     tol = edge_tolerance(interval_s) if edge_tolerance_s is None else edge_tolerance_s
@@ -252,7 +198,7 @@ def summarize_series(
     if audit.energy_j is None and told:
         energy_reason = f"{audit.reason} ({told})"
 
-    return WindowSummary(
+    return DeviceWindow(
         device=device.key, vendor=device.vendor, name=device.name, uuid=device.uuid, index=device.index,
         mean_util_ratio=sum(util) / len(util) if util else None,
         peak_util_ratio=max(util) if util else None,
@@ -265,6 +211,7 @@ def summarize_series(
         window_s=max(0.0, window_end - window_start),
         sources=sorted(set(sources)), unavailable=missing, reasons=list(dict.fromkeys(codes)),
         gap_limit_s=gap_limit_s, integrated_j=audit.integrated_j, counter_j=audit.counter_j,
+        assigned=None, assigned_by=None,
     )
 
 
@@ -480,10 +427,10 @@ class BackgroundSampler:
 
     def summaries(
         self, window_end: float | None = None, between: tuple[float, float] | None = None
-    ) -> list[WindowSummary]:
-        """One :class:`WindowSummary` per device seen by an available source (and per device a remote
-        selection names, seen or not), with what the run was assigned. ``between``: summarise that part of
-        the window instead (start, end in seconds on the samples' clock: a stage of a sweep)."""
+    ) -> list[DeviceWindow]:
+        """One :class:`~gpuledger.records.DeviceWindow` per device seen by an available source (and per device
+        a remote selection names, seen or not), with what the run was assigned. ``between``: summarise that
+        part of the window instead (start, end in seconds on the samples' clock: a stage of a sweep)."""
         by_device: dict[str, list[TelemetrySample]] = {}
         for sample in self.samples():  # grouped once: each device's summary reads its own samples only
             by_device.setdefault(sample.device, []).append(sample)
@@ -540,6 +487,6 @@ class BackgroundSampler:
                 counter_only_reason=counter_only, gap_limit_s=gap,
             )
             if key in assignments:
-                summary.assigned, summary.assigned_by = assignments[key]
+                summary = summary.with_assignment(*assignments[key])
             out.append(summary)
         return out

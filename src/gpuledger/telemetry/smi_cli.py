@@ -29,6 +29,7 @@ from gpuledger.facts.tool_output import (
     small_int,
     too_many,
 )
+from gpuledger.records import Vendor
 from gpuledger.telemetry.base import (
     MHZ,
     MIB,
@@ -37,7 +38,6 @@ from gpuledger.telemetry.base import (
     DeviceInfo,
     Reading,
     SourceError,
-    Vendor,
 )
 
 Runner = Callable[[Sequence[str], float], str]

@@ -75,9 +75,7 @@ def _strip_local(version: Any) -> Any:
 
 
 def _vendor(cost: RunCost) -> str:
-    vendors = {
-        str(d.get("vendor")) for d in cost.run.telemetry_summary if d.get("vendor") in ("nvidia", "amd")
-    }
+    vendors = {d.vendor for d in cost.run.telemetry_summary if d.is_gpu}
     return ",".join(sorted(vendors)) or cost.kind
 
 

@@ -31,7 +31,7 @@ from gpuledger.cost.pricing.runview import DeviceView, gpu_devices
 from gpuledger.errors import InvalidInputError, NotFoundError
 from gpuledger.kinds.text.published import PublishedSummary
 from gpuledger.kinds.text.summary import TextGenerationSummary
-from gpuledger.records import DoctorRunRecord, Latency, RunInfo, RunSummary
+from gpuledger.records import GPU_VENDORS, DeviceWindow, DoctorRunRecord, Latency, RunInfo, RunSummary
 
 # The statistics of a latency block that one positive factor scales (percentiles keep the requests' order).
 LATENCY_STATS: tuple[str, ...] = ("mean", "p50", "p90", "p95", "p99", "std", "min", "max")
@@ -353,15 +353,12 @@ def estimate_run(
     elif isinstance(summary, PublishedSummary):
         summary, lines = scale_published_latencies(summary, scale, tgt.name)
         assumptions.extend(lines)
+    # The target's devices as telemetry would name them, nothing measured; a GPU of a vendor the telemetry
+    # does not read (the catalog's intel, other) has none.
     telemetry = [
-        {
-            "device": f"{tgt.vendor}:{i}",
-            "vendor": tgt.vendor,
-            "name": tgt.name,
-            "mean_power_w": None,
-            "energy_j": None,
-            "peak_util_ratio": None,
-        }
+        DeviceWindow(device=f"{vendor}:{i}", vendor=vendor, name=tgt.name, mean_power_w=None, energy_j=None,
+                     peak_util_ratio=None)
+        for vendor in GPU_VENDORS if vendor == tgt.vendor
         for i in range(n)
     ]
     synthetic = replace(

@@ -13,9 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from gpuledger.records import RunInfo
-
-GPU_VENDORS = ("nvidia", "amd")
+from gpuledger.records import GPU_VENDORS, DeviceWindow, RunInfo, StageWindow
 
 
 def _num(value: Any) -> float | None:
@@ -24,9 +22,18 @@ def _num(value: Any) -> float | None:
     return float(value)
 
 
+def _float(value: float | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def _unavailable_power(unavailable: Mapping[str, str]) -> str | None:
+    """Why the device has no power figure, as its telemetry said (``power`` in documents made by hand)."""
+    return next((unavailable[m] for m in ("power_w", "energy_j", "power") if m in unavailable), None)
+
+
 @dataclass(frozen=True, slots=True)
 class DeviceView:
-    """One device of the run's telemetry summary."""
+    """One device of the run's telemetry summary, as the cost model reads it."""
 
     key: str
     vendor: str
@@ -44,67 +51,47 @@ class DeviceView:
     assigned: bool | None = None  # None: the run has no record of what it was assigned
     assigned_by: str | None = None
     samples: int | None = None
-    stages: Mapping[str, Mapping[str, Any]] | None = None  # each sweep stage's own power and energy
+    stages: Mapping[str, StageWindow] | None = None  # each sweep stage's own power and energy
 
     @property
     def is_gpu(self) -> bool:
         return self.vendor in GPU_VENDORS
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> DeviceView:
-        unavailable = d.get("unavailable") if isinstance(d.get("unavailable"), Mapping) else {}
-        reason = None
-        if isinstance(unavailable, Mapping):
-            for metric in ("power_w", "energy_j", "power"):
-                if metric in unavailable:
-                    reason = str(unavailable[metric])
-                    break
-        raw_sources = d.get("sources")
-        if isinstance(raw_sources, Mapping):
-            sources = tuple(sorted({str(v) for v in raw_sources.values()}))
-        elif isinstance(raw_sources, list | tuple):
-            sources = tuple(str(s) for s in raw_sources)
-        else:
-            sources = ()
-        valid = d.get("valid")
-        raw_reasons = d.get("reasons")
-        reasons = tuple(str(r) for r in raw_reasons) if isinstance(raw_reasons, list | tuple) else ()
-        assigned = d.get("assigned")
-        samples = d.get("samples")
+    def of(cls, d: DeviceWindow) -> DeviceView:
         return cls(
-            key=str(d.get("device") or d.get("key") or ""),
-            vendor=str(d.get("vendor") or ""),
-            name=str(d.get("name") or ""),
-            mean_power_w=_num(d.get("mean_power_w")),
-            energy_j=_num(d.get("energy_j")),
-            energy_method=d.get("energy_method") if isinstance(d.get("energy_method"), str) else None,
-            power_valid=valid is not False,
-            validity_reason=str(d.get("validity_reason")) if d.get("validity_reason") else None,
-            peak_util_ratio=_num(d.get("peak_util_ratio")),
-            peak_memory_bytes=_num(d.get("peak_memory_bytes")),
-            sources=sources,
-            unavailable_power=reason,
-            reasons=reasons,
-            assigned=assigned if isinstance(assigned, bool) else None,
-            assigned_by=str(d.get("assigned_by")) if d.get("assigned_by") else None,
-            samples=samples if isinstance(samples, int) and not isinstance(samples, bool) else None,
-            stages=d["stages"] if isinstance(d.get("stages"), Mapping) else None,
+            key=d.device,
+            vendor=d.vendor,
+            name=d.name,
+            mean_power_w=_float(d.mean_power_w),
+            energy_j=_float(d.energy_j),
+            energy_method=d.energy_method,
+            power_valid=d.valid is not False,
+            validity_reason=d.validity_reason or None,
+            peak_util_ratio=_float(d.peak_util_ratio),
+            peak_memory_bytes=_float(d.peak_memory_bytes),
+            sources=tuple(d.sources),
+            unavailable_power=_unavailable_power(d.unavailable),
+            reasons=tuple(d.reasons),
+            assigned=d.assigned,
+            assigned_by=d.assigned_by or None,
+            samples=d.samples,
+            stages=d.stages,
         )
 
     def for_stage(self, stage: str) -> DeviceView | None:
         """This device over one stage's window of a sweep (runs since the writer records it), else None."""
         part = (self.stages or {}).get(stage)
-        if not isinstance(part, Mapping):
+        if part is None:
             return None
-        raw = part.get("reasons")
         return replace(
             self,
-            mean_power_w=_num(part.get("mean_power_w")),
-            energy_j=_num(part.get("energy_j")),
-            energy_method=part.get("energy_method") if isinstance(part.get("energy_method"), str) else None,
-            power_valid=part.get("valid") is not False,
-            validity_reason=str(part["validity_reason"]) if part.get("validity_reason") else None,
-            reasons=tuple(str(r) for r in raw) if isinstance(raw, list | tuple) else self.reasons,
+            mean_power_w=_float(part.mean_power_w),
+            energy_j=_float(part.energy_j),
+            energy_method=part.energy_method,
+            power_valid=part.valid is not False,
+            validity_reason=part.validity_reason or None,
+            reasons=tuple(part.reasons),
             stages=None,
         )
 
@@ -115,7 +102,7 @@ class DeviceView:
 
 
 def devices(run: RunInfo) -> list[DeviceView]:
-    return [DeviceView.from_dict(d) for d in run.telemetry_summary if isinstance(d, Mapping)]
+    return [DeviceView.of(d) for d in run.telemetry_summary]
 
 
 def has_assignment(run: RunInfo) -> bool:

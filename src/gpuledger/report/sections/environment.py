@@ -81,11 +81,7 @@ def environment_section(runs: list[RunData], doctor_runs: list[DoctorRunRecord])
     for r in runs:
         env = r.info.environment.to_dict()
         rows: dict[str, str] = {}
-        gpu_names = [
-            f"{d.get('name') or d.get('device')}"
-            for d in r.info.telemetry_summary
-            if str(d.get("vendor", "")).lower() in ACCELERATOR_VENDORS
-        ]
+        gpu_names = [d.name or d.device for d in r.info.telemetry_summary if d.vendor in ACCELERATOR_VENDORS]
         for label, keys in _ENV_FIRST:
             value = _env_value(env, keys)
             if label == "GPU" and value is None and gpu_names:

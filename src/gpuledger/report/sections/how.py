@@ -97,9 +97,9 @@ def how_measured_section(runs: list[RunData]) -> Section:
     for r in runs:
         methods = sorted(
             {
-                f"{d.get('device')}: {d.get('energy_method')}"
+                f"{d.device}: {d.energy_method}"
                 for d in r.info.telemetry_summary
-                if d.get("energy_method")
+                if d.energy_method
             }
         ) or [fmt.MISSING]
         client = r.info.client or {}

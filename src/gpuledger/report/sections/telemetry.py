@@ -5,14 +5,12 @@ and power and utilisation over time."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
-from typing import Any
 
 from gpuledger.records.units import UnitInfo
 from gpuledger.report import fmt
 from gpuledger.report.model import Figure, Section, Series
 from gpuledger.report.rundata import RunData
-from gpuledger.report.sections.base import aligned, as_number, line_mode, tabulate
+from gpuledger.report.sections.base import aligned, line_mode, tabulate
 from gpuledger.report.series import bucket_means
 
 # (figure key, title, y axis, scale, stored metrics drawn): GPUs report util_ratio, the CPU cpu_util_ratio.
@@ -59,45 +57,42 @@ def telemetry_section(runs: list[RunData]) -> Section:
             continue
         head = _headline(r)
         for d in devices:
-            energy = as_number(d.get("energy_j"))
+            energy = d.energy_j
             jpu = energy / head[1] if energy is not None and head is not None and head[1] else None
             per_unit = fmt.num(jpu)
             if jpu is not None and head is not None and not one_unit:
                 per_unit += f" per {head[0].singular}"
-            subject = f"{r.ref.name} {fmt.text(d.get('device'))} ({fmt.text(d.get('name'))})"
-            raw_unavailable = d.get("unavailable")
-            unavailable: Mapping[str, Any] = raw_unavailable if isinstance(raw_unavailable, Mapping) else {}
-            if d.get("mean_power_w") is None:
-                why = unavailable.get("power_w") or d.get("energy_reason") or "no power readings"
+            subject = f"{r.ref.name} {fmt.text(d.device)} ({fmt.text(d.name)})"
+            if d.mean_power_w is None:
+                why = d.unavailable.get("power_w") or d.energy_reason or "no power readings"
                 missing.append(f"{subject} power and energy: {fmt.text(why)}")
             elif energy is None:
-                missing.append(f"{subject} energy: {fmt.text(d.get('energy_reason') or 'no energy figure')}")
-            for metric, reason in unavailable.items():
+                missing.append(f"{subject} energy: {fmt.text(d.energy_reason or 'no energy figure')}")
+            for metric, reason in d.unavailable.items():
                 if metric not in ("power_w", "energy_j"):
                     missing.append(f"{subject} {metric}: {fmt.text(reason)}")
-            method = d.get("energy_method")
-            method_text = fmt.text(method) if method else fmt.MISSING
-            if method and d.get("energy_reason"):
-                method_text += f" ({fmt.text(d.get('energy_reason'))})"
-            validity = "valid" if d.get("valid", True) else f"invalid: {fmt.text(d.get('validity_reason'))}"
-            mem_total = d.get("memory_total_bytes")
-            memory = fmt.gib(d.get("peak_memory_bytes")) + (f" / {fmt.gib(mem_total)}" if mem_total else "")
+            method_text = fmt.text(d.energy_method) if d.energy_method else fmt.MISSING
+            if d.energy_method and d.energy_reason:
+                method_text += f" ({fmt.text(d.energy_reason)})"
+            validity = "valid" if d.valid is not False else f"invalid: {fmt.text(d.validity_reason)}"
+            mem_total = d.memory_total_bytes
+            memory = fmt.gib(d.peak_memory_bytes) + (f" / {fmt.gib(mem_total)}" if mem_total else "")
             rows.append(
                 {
                     "run": r.ref.name,
-                    "device": fmt.text(d.get("device")),
-                    "name": fmt.text(d.get("name")),
-                    "mean util (%)": fmt.pct(d.get("mean_util_ratio")),
-                    "peak util (%)": fmt.pct(d.get("peak_util_ratio")),
-                    "mean power (W)": fmt.num(d.get("mean_power_w")),
-                    "peak power (W)": fmt.num(d.get("peak_power_w")),
+                    "device": fmt.text(d.device),
+                    "name": fmt.text(d.name),
+                    "mean util (%)": fmt.pct(d.mean_util_ratio),
+                    "peak util (%)": fmt.pct(d.peak_util_ratio),
+                    "mean power (W)": fmt.num(d.mean_power_w),
+                    "peak power (W)": fmt.num(d.peak_power_w),
                     "energy (J)": fmt.num(energy),
                     "energy method": method_text,
                     per_heading: per_unit,
                     "peak / total memory (GiB)": memory,
-                    "samples": fmt.num(d.get("samples")),
-                    "interval (s)": fmt.num(d.get("interval_s")),
-                    "sources": fmt.text(d.get("sources")),
+                    "samples": fmt.num(d.samples),
+                    "interval (s)": fmt.num(d.interval_s),
+                    "sources": fmt.text(d.sources),
                     "validity": validity,
                 }
             )

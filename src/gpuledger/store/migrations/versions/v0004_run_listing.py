@@ -36,7 +36,7 @@ def upgrade() -> None:
 
 
 def _fill(conn: sa.Connection) -> None:
-    from gpuledger.store.exchange import read_config, read_summary
+    from gpuledger.store.exchange import read_config, read_summary, read_telemetry
     from gpuledger.store.listing import run_gpu, run_kind, run_rate
 
     runs = sa.table(
@@ -62,14 +62,14 @@ def _fill(conn: sa.Connection) -> None:
             try:
                 summary = read_summary(summary_doc)
                 spec = read_config(config_doc, engine, workload, summary)
+                devices = read_telemetry(telemetry)
             except (ValueError, TypeError):
                 continue  # a corrupt row: listed with empty columns, reading it says why
             gpus = environment.get("gpus") if isinstance(environment, dict) else None
             rate, unit = run_rate(summary)
             updates.append({
                 "rid": rid, "k": run_kind(summary, spec.kind or None),
-                "g": run_gpu(summary, telemetry if isinstance(telemetry, list) else [],
-                             gpus if isinstance(gpus, list) else []),
+                "g": run_gpu(summary, devices, gpus if isinstance(gpus, list) else []),
                 "r": rate, "u": unit,
             })
         if updates:
