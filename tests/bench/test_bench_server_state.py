@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from stream_server import Scenario, StreamServer
 
-from gpuledger.bench.server_state import ServerStateSampler, summarize_state
+from gpuledger.bench.server_state import ServerStateSampler, StateStats, summarize_state
 from gpuledger.cli.main import main
 from gpuledger.engines.server_metrics import EngineMetricsError, StatePoint, parse_state
 
@@ -83,11 +83,12 @@ def edge(t: float, preemptions: float, queue_s: float, queued: float) -> StatePo
 
 def test_the_counters_come_from_the_idle_edges_and_name_queueing_and_preemptions() -> None:
     st = summarize_state(_sampler([], [edge(0.0, 10, 1.0, 4), edge(9.0, 16, 4.0, 24)], interval=None))
-    assert st["preemptions"] == 6 and st["queued_requests"] == 20
-    assert st["queue_time_ms_mean"] == pytest.approx(150.0)  # (4.0 - 1.0) s over 20 requests
-    assert st["running"] is None and "not sampled during the window" in st["gauges_reason"]
-    assert st["edges"] == 2 and st["scrapes"] == 0 and st["source"] == "vLLM GET http://127.0.0.1:1/metrics"
-    notes = "\n".join(st["notes"])
+    assert st.preemptions == 6 and st.queued_requests == 20
+    assert st.queue_time_ms_mean == pytest.approx(150.0)  # (4.0 - 1.0) s over 20 requests
+    assert st.running is None and st.gauges_reason is not None
+    assert "not sampled during the window" in st.gauges_reason
+    assert st.edges == 2 and st.scrapes == 0 and st.source == "vLLM GET http://127.0.0.1:1/metrics"
+    notes = "\n".join(st.notes)
     assert "requests waited 150 ms on average in vLLM's queue" in notes and "not prefill" in notes
     assert "preempted sequences 6 times" in notes
 
@@ -95,9 +96,10 @@ def test_the_counters_come_from_the_idle_edges_and_name_queueing_and_preemptions
 def test_sampled_gauges_show_queueing_and_a_full_kv_cache() -> None:
     pts = [StatePoint(0.0, 2, 0, 0.30, 10), StatePoint(1.0, 8, 6, 0.97, 12), StatePoint(2.0, 8, 2, 0.99, 15)]
     st = summarize_state(_sampler(pts, [edge(0.0, 10, 0, 0), edge(2.5, 10, 0.0, 12)]))
-    assert st["running"] == {"mean": 6.0, "max": 8} and st["waiting"] == {"mean": 8 / 3, "max": 6}
-    assert st["kv_cache_usage_ratio"]["max"] == 0.99 and "gauges_reason" not in st
-    notes = "\n".join(st["notes"])
+    assert st.running == StateStats(mean=6.0, max=8) and st.waiting == StateStats(mean=8 / 3, max=6)
+    assert st.kv_cache_usage_ratio is not None and st.kv_cache_usage_ratio.max == 0.99
+    assert "gauges_reason" not in st.model_dump(mode="json")  # sampled: the stored state says no reason
+    notes = "\n".join(st.notes)
     assert "waiting in its queue (up to 6" in notes and "KV cache was full (up to 99%)" in notes
     assert "queue before it began" not in notes  # 0 ms of queue time by the histogram
 
@@ -106,7 +108,7 @@ def test_an_idle_headroom_server_gets_no_reasons() -> None:
     st = summarize_state(
         _sampler([StatePoint(0.0, 4, 0, 0.2, 0)], [edge(0, 0, 0.0, 0), edge(1, 0, 0.004, 8)])
     )
-    assert st["notes"] == [] and st["preemptions"] == 0 and st["queue_time_ms_mean"] == pytest.approx(0.5)
+    assert st.notes == [] and st.preemptions == 0 and st.queue_time_ms_mean == pytest.approx(0.5)
 
 
 def test_a_sweep_is_summarised_per_stage_between_its_edges() -> None:
@@ -119,16 +121,17 @@ def test_a_sweep_is_summarised_per_stage_between_its_edges() -> None:
     edges = [edge(0.0, 0, 0.0, 0), edge(2.0, 0, 0.01, 10), edge(4.0, 0, 3.01, 20)]
     st = summarize_state(_sampler(pts, edges), [("c=1", 0.0, 2.0), ("c=8", 2.0, 4.0)])
     per_stage = [
-        (b["stage"], b["scrapes"], b["waiting"]["max"], b["queue_time_ms_mean"]) for b in st["stages"]
+        (b.stage, b.scrapes, b.waiting.max if b.waiting else None, b.queue_time_ms_mean)
+        for b in st.stages or []
     ]
     assert per_stage == [("c=1", 2, 0, pytest.approx(1.0)), ("c=8", 2, 5, pytest.approx(300.0))]
-    assert all(n.startswith("stage c=8: ") for n in st["notes"]) and len(st["notes"]) == 2
+    assert all(n.startswith("stage c=8: ") for n in st.notes) and len(st.notes) == 2
 
 
 def test_a_failed_edge_read_leaves_the_per_stage_counters_unknown_not_wrong() -> None:
     edges = [edge(0.0, 0, 0.0, 0), edge(4.0, 3, 1.0, 20)]  # the read between the stages failed
     st = summarize_state(_sampler([], edges, None), [("c=1", 0.0, 2.0), ("c=8", 2.0, 4.0)])
-    assert [b["preemptions"] for b in st["stages"]] == [None, None] and st["preemptions"] == 3
+    assert [b.preemptions for b in st.stages or []] == [None, None] and st.preemptions == 3
 
 
 # ------------------------------------------------------------------------------ live, end to end

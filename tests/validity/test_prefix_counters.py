@@ -42,12 +42,12 @@ def test_the_prefix_cache_hit_ratio_is_the_counters_increase_between_the_edges()
     assert (before.prefix_queries, before.prefix_hits) == (1000.0, 200.0)
     sampler = ServerStateSampler("vllm", "http://127.0.0.1:9/metrics", edges=[before, after])
     state = summarize_state(sampler)
-    assert state["prefix_cache_hit_ratio"] == 6000.0 / 8000.0
-    assert state["queue_time_ms_mean"] == 1.0
+    assert state.prefix_cache_hit_ratio == 6000.0 / 8000.0
+    assert state.queue_time_ms_mean == 1.0
 
 
 def test_a_server_without_prefix_counters_reports_no_ratio() -> None:
     text = exposition(0.0, 0.0, 1.0).replace("prefix_cache", "other_cache")
     edges = [parse_state(text, "vllm", 0.0), parse_state(text, "vllm", 1.0)]
     state = summarize_state(ServerStateSampler("vllm", "http://127.0.0.1:9/metrics", edges=edges))
-    assert "prefix_cache_hit_ratio" not in state
+    assert "prefix_cache_hit_ratio" not in state.model_dump(mode="json")  # absent, not null

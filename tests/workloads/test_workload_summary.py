@@ -70,7 +70,7 @@ def test_sglang_counts_prompt_tokens_and_those_its_cache_served() -> None:
     before = parse_state(page(1000.0, 100.0, 0.0), "sglang", 0.0)
     after = parse_state(page(5000.0, 2100.0, 1000.0), "sglang", 1.0)
     state = summarize_state(ServerStateSampler("sglang", "http://127.0.0.1:9/metrics", edges=[before, after]))
-    assert state["prefix_cache_hit_ratio"] == 3000.0 / 4000.0
+    assert state.prefix_cache_hit_ratio == 3000.0 / 4000.0
 
 
 def test_sglangs_older_page_without_cached_tokens_gives_no_ratio() -> None:
@@ -79,4 +79,4 @@ def test_sglangs_older_page_without_cached_tokens_gives_no_ratio() -> None:
     edges = [parse_state(text, "sglang", 0.0), parse_state(text, "sglang", 1.0)]
     assert edges[0].prefix_queries is not None and edges[0].prefix_hits is None
     state = summarize_state(ServerStateSampler("sglang", "http://127.0.0.1:9/metrics", edges=edges))
-    assert "prefix_cache_hit_ratio" not in state
+    assert "prefix_cache_hit_ratio" not in state.model_dump(mode="json")  # absent, not null

@@ -51,7 +51,7 @@ from gpuledger.bench.drive import Drive
 from gpuledger.bench.feeds import feed_for, send_stage
 from gpuledger.bench.prepare import PromptCheck, open_prompts
 from gpuledger.bench.progress import BenchProgress, PrepProgress
-from gpuledger.bench.server_state import ServerStateSampler, summarize_state
+from gpuledger.bench.server_state import ServerStateSampler, StateUnavailable, summarize_state
 from gpuledger.bench.validity import prompt_prefixes
 from gpuledger.bench.workers import PoolWriter, WorkerPool, start_pool
 from gpuledger.bench.writer import RunWriter, StoreLike
@@ -534,9 +534,9 @@ async def _measure(
     srv = dict(info.server)
     if sampler is not None:
         await sampler.stop()
-        srv["state"] = summarize_state(sampler, stage_windows)
+        srv["state"] = summarize_state(sampler, stage_windows).model_dump(mode="json")
     elif isinstance(state, str):
-        srv["state"] = {"reason": state}
+        srv["state"] = StateUnavailable(reason=state).model_dump(mode="json")
     srv.update(await engine.after_run())
     if run.pool is not None:  # what the load processes' engines noticed
         known = list(srv.get("warnings", []))

@@ -22,11 +22,12 @@ and parses the page.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from time import perf_counter
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import aiohttp
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, ValidationError, model_serializer
 
 from gpuledger.engines.server_metrics import (
     STATE_SERIES,
@@ -35,6 +36,9 @@ from gpuledger.engines.server_metrics import (
     fetch_engine_metrics,
     parse_state,
 )
+
+if TYPE_CHECKING:
+    import aiohttp
 
 SCRAPE_TIMEOUT_S = 5.0
 # The KV cache counts as full from this ratio on (schedulers keep a little headroom).
@@ -60,6 +64,8 @@ class ServerStateSampler:
     async def check(self) -> str | None:
         """The first edge, before the window: None when the series are there, else why they are not
         (the session is closed then and nothing more is read)."""
+        import aiohttp
+
         self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1))
         try:
             point = await self._scrape()
@@ -125,10 +131,96 @@ class ServerStateSampler:
             await session.close()
 
 
-def _stats(values: list[float]) -> dict[str, float] | None:
+class _Stored(BaseModel):
+    """Base of the state's models: their dump is the stored document — the fields that were set (what was
+    absent stays absent: a run stored before a figure existed has none), in the order bench has always
+    written them (``LEAD`` first, then the figures, then the rest)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    LEAD: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _stored(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        dumped: dict[str, Any] = handler(self)
+        kept = {k: v for k, v in dumped.items() if k in self.model_fields_set}
+        lead = {k: kept.pop(k) for k in self.LEAD if k in kept}
+        return {**lead, **kept}
+
+
+class StateStats(_Stored):
+    """A gauge's mean and peak over the scrapes that read it."""
+
+    mean: float
+    max: float
+
+
+class StateFigures(_Stored):
+    """What the server's /metrics said over a window (the whole run, or one sweep stage): the gauges' means
+    and peaks over the scrapes taken during the load (None: the series is not exported, or not sampled),
+    and the counters' increases between the window's idle edges (None: not exported, or a read failed)."""
+
+    scrapes: int = 0
+    running: StateStats | None = None
+    waiting: StateStats | None = None
+    kv_cache_usage_ratio: StateStats | None = None
+    preemptions: float | None = None
+    queued_requests: float | None = None
+    queue_time_ms_mean: float | None = None
+    # The share of prompt tokens the prefix cache served; set only where the server counts it (vLLM v1).
+    prefix_cache_hit_ratio: float | None = None
+
+
+class StageState(StateFigures):
+    """One sweep stage's figures."""
+
+    LEAD: ClassVar[tuple[str, ...]] = ("stage",)
+
+    stage: str
+
+
+class ServerState(StateFigures):
+    """``RunInfo.server["state"]`` of a run benched with ``--server-metrics``: where it was read, the whole
+    window's figures, per sweep stage when there are several, and what they say (``notes``)."""
+
+    LEAD: ClassVar[tuple[str, ...]] = ("source", "interval_s", "edges")
+
+    source: str
+    interval_s: float | None = None
+    # Reads at the window's idle edges (absent in runs stored before gpuledger read /metrics there).
+    edges: int | None = None
+    failed_scrapes: int = 0
+    gauges_reason: str | None = None
+    last_error: str | None = None
+    stages: list[StageState] | None = None
+    notes: list[str] = []
+
+
+class StateUnavailable(_Stored):
+    """``RunInfo.server["state"]`` of a run asked for the server's /metrics that could not read them."""
+
+    reason: str
+
+
+def load_state(doc: object) -> ServerState | StateUnavailable | None:
+    """A run's stored ``server.state`` typed (None: the run stored none). A document this gpuledger cannot
+    read is unavailable, with why."""
+    if not isinstance(doc, Mapping) or not doc:
+        return None
+    try:
+        if "reason" in doc and len(doc) == 1:
+            return StateUnavailable.model_validate(doc)
+        return ServerState.model_validate(doc)
+    except ValidationError as exc:
+        first = exc.errors()[0]["msg"]
+        return StateUnavailable(reason=f"the stored server state is not one this gpuledger reads "
+                                       f"({exc.error_count()} problem(s), the first: {first})")
+
+
+def _stats(values: list[float]) -> StateStats | None:
     if not values:
         return None
-    return {"mean": sum(values) / len(values), "max": max(values)}
+    return StateStats(mean=sum(values) / len(values), max=max(values))
 
 
 # A mean time in the queue from this many ms on is worth a reason line.
@@ -140,6 +232,8 @@ GAUGES_NOT_SAMPLED = (
 
 
 def _gauges(points: list[StatePoint]) -> dict[str, Any]:
+    """The gauge fields of ``StateFigures`` over ``points``."""
+
     def col(name: str) -> list[float]:
         return [v for p in points if (v := getattr(p, name)) is not None]
 
@@ -152,8 +246,8 @@ def _gauges(points: list[StatePoint]) -> dict[str, Any]:
 
 
 def _counters(first: StatePoint | None, last: StatePoint | None) -> dict[str, Any]:
-    """Counter increases between two edges: preemptions, requests that left the queue and their mean
-    time in it."""
+    """The counter fields of ``StateFigures`` between two edges: preemptions, requests that left the queue
+    and their mean time in it, the prefix cache's hit ratio where the server counts it."""
     def delta(name: str) -> float | None:
         a = getattr(first, name) if first is not None else None
         b = getattr(last, name) if last is not None else None
@@ -179,30 +273,30 @@ def _window_counters(edges: list[StatePoint], points: list[StatePoint]) -> dict[
     return _counters(points[0], points[-1]) if len(points) >= 2 else _counters(None, None)
 
 
-def notes_for(block: dict[str, Any], label: str) -> list[str]:
+def notes_for(block: StateFigures, label: str) -> list[str]:
     """What the server's state says about the numbers measured against it."""
     out: list[str] = []
-    queue = block.get("queue_time_ms_mean")
+    queue = block.queue_time_ms_mean
     if queue is not None and queue >= QUEUE_NOTE_MS:
         out.append(
             f"requests waited {queue:.0f} ms on average in {label}'s queue before it began on them: that "
             "much of their TTFT is queueing, not prefill"
         )
-    waiting = block.get("waiting") or {}
-    if waiting.get("max"):
+    waiting = block.waiting
+    if waiting is not None and waiting.max:
         out.append(
-            f"{label} kept requests waiting in its queue (up to {waiting['max']:g}, {waiting['mean']:.1f} on "
+            f"{label} kept requests waiting in its queue (up to {waiting.max:g}, {waiting.mean:.1f} on "
             "average): it was at capacity for this load, and TTFT includes the queueing time"
         )
-    kv = block.get("kv_cache_usage_ratio") or {}
-    if kv.get("max") is not None and kv["max"] >= KV_FULL_RATIO:
+    kv = block.kv_cache_usage_ratio
+    if kv is not None and kv.max >= KV_FULL_RATIO:
         out.append(
-            f"{label}'s KV cache was full (up to {kv['max']:.0%}): more concurrency cannot run more "
+            f"{label}'s KV cache was full (up to {kv.max:.0%}): more concurrency cannot run more "
             "sequences at once on this memory"
         )
-    if block.get("preemptions"):
+    if block.preemptions:
         out.append(
-            f"{label} preempted sequences {block['preemptions']:g} times (evicted for lack of KV cache and "
+            f"{label} preempted sequences {block.preemptions:g} times (evicted for lack of KV cache and "
             "recomputed): that costs throughput and latency"
         )
     return out
@@ -210,35 +304,28 @@ def notes_for(block: dict[str, Any], label: str) -> list[str]:
 
 def summarize_state(
     sampler: ServerStateSampler, stages: list[tuple[str, float, float]] | None = None
-) -> dict[str, Any]:
-    """``RunInfo.server["state"]``: the counters between the edges, the gauges' means and peaks when they
-    were sampled, per sweep stage when there are several (``stages`` = (name, start, end) on the run's
-    clock), and what they say."""
+) -> ServerState:
+    """``RunInfo.server["state"]`` (stored as its dump): the counters between the edges, the gauges' means
+    and peaks when they were sampled, per sweep stage when there are several (``stages`` = (name, start,
+    end) on the run's clock), and what they say."""
     label = STATE_SERIES[sampler.kind].label
     edges = sampler.edges
-    out: dict[str, Any] = {
-        "source": f"{label} GET {sampler.url}",
-        "interval_s": sampler.interval_s,
-        "edges": len(edges),
-        **_gauges(sampler.points),
-        **_window_counters(edges, sampler.points),
-        "failed_scrapes": sampler.failures,
-    }
+    figures = {**_gauges(sampler.points), **_window_counters(edges, sampler.points)}
+    said: dict[str, Any] = {}
     if not sampler.interval_s:
-        out["gauges_reason"] = GAUGES_NOT_SAMPLED
+        said["gauges_reason"] = GAUGES_NOT_SAMPLED
     if sampler.last_error:
-        out["last_error"] = sampler.last_error
+        said["last_error"] = sampler.last_error
+    whole = {"source": f"{label} GET {sampler.url}", "interval_s": sampler.interval_s, "edges": len(edges),
+             **figures, "failed_scrapes": sampler.failures, **said}
     if stages and len(stages) > 1:
         # edges[i] is the end of stage i (edges[0] the window's start) when every read succeeded.
         aligned = len(edges) == len(stages) + 1
-        per: list[dict[str, Any]] = []
+        per: list[StageState] = []
         for i, (name, start, end) in enumerate(stages):
             inside = [p for p in sampler.points if start <= p.t <= end]
-            block = _gauges(inside)
-            block.update(_window_counters(edges[i : i + 2] if aligned else [], inside))
-            per.append({"stage": name, **block})
-        out["stages"] = per
-        out["notes"] = [f"stage {b['stage']}: {n}" for b in per for n in notes_for(b, label)]
-    else:
-        out["notes"] = notes_for(out, label)
-    return out
+            per.append(StageState(stage=name, **_gauges(inside),
+                                  **_window_counters(edges[i : i + 2] if aligned else [], inside)))
+        notes = [f"stage {b.stage}: {n}" for b in per for n in notes_for(b, label)]
+        return ServerState(**whole, stages=per, notes=notes)
+    return ServerState(**whole, notes=notes_for(StateFigures(**figures), label))

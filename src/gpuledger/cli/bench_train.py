@@ -6,7 +6,7 @@ stdout). docs/train.md has the definitions."""
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 
@@ -27,8 +27,8 @@ def _n(value: float | None, fmt: str = ".4g", unit: str = "") -> str:
     return "n/a" if value is None else f"{value:{fmt}}{unit}"
 
 
-def _gib(value: Any) -> str:
-    return f"{value / 1024**3:.2f} GiB" if isinstance(value, int | float) else "n/a"
+def _gib(value: float | None) -> str:
+    return "n/a" if value is None else f"{value / 1024**3:.2f} GiB"
 
 
 def _phase_row(name: str, block: Latency) -> tuple[str, ...]:
@@ -60,11 +60,13 @@ def energy_per_token(info: RunInfo, tokens: int) -> tuple[float | None, str]:
 def render_train_run(info: RunInfo, notes: Notes) -> None:
     """After the answer (training tok/s, step time, loss, MFU): the phases of a step, the loss curve, memory,
     energy and what went wrong; the run id last."""
+    from gpuledger.bench.rundocs import ClientView, ServerView
     from gpuledger.report.layout import paragraph, print_table
 
     s = info.summary
     if not isinstance(s, TrainingSummary):
         raise UsageError(f"run {info.id} is not a training run")
+    server = ServerView.of(info.server, info.id)
     spec = info.config
     paragraph(
         console,
@@ -124,13 +126,13 @@ def render_train_run(info: RunInfo, notes: Notes) -> None:
             )
         )
         est = spec.memory_estimate
-        details = info.server.get("details") or {}
-        peak = details.get("peak_memory") or {}
-        measured = (
-            f"{_gib(peak.get('value'))} ({peak.get('source')})"
-            if peak.get("value") is not None
-            else f"n/a — {peak.get('reason')}"
-        )
+        peak = server.details.peak_memory
+        if peak is None:
+            measured = "n/a — the engine recorded no allocator peak"
+        elif peak.value is not None:
+            measured = f"{_gib(peak.value)} ({peak.source})"
+        else:
+            measured = f"n/a — {peak.reason}"
         tele = [
             f"{d.device} {_gib(d.peak_memory_bytes)}"
             + (" machine RAM in use" if d.vendor == "cpu" else " device memory in use")
@@ -154,8 +156,9 @@ def render_train_run(info: RunInfo, notes: Notes) -> None:
     print_table(console, "Training", ("metric", "value"), rows, header=False)
     for kind, n in (s.errors or {}).items():
         paragraph(console, f"{n} × {kind}", lead=Text("failed: ", style="red"), indent=2)
-    for note in [*s.fidelity_notes(), *info.server.get("warnings", []), *info.client.get("warnings", [])][:8]:
-        paragraph(console, notes.shorten(str(note)), lead=Text("note: ", style="yellow"), indent=2)
+    client = ClientView.of(info.client, info.id)
+    for note in [*s.fidelity_notes(), *server.warnings, *client.warnings][:8]:
+        paragraph(console, notes.shorten(note), lead=Text("note: ", style="yellow"), indent=2)
     if s.aborted:
         paragraph(console, s.aborted, lead=Text("stopped: ", style="red"), indent=2)
     if s.interrupted:

@@ -4,67 +4,69 @@ line is printed only for runs that have it (``bench.workload_metrics`` sets the 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-Cells = Callable[[str, Any], tuple[str, ...]]
+if TYPE_CHECKING:
+    from gpuledger.bench.rundocs import ClientView, WorkloadView
+    from gpuledger.kinds.text.summary import TextGenerationSummary
+    from gpuledger.records.itemstats import Latency
+    from gpuledger.records.load import Stage
+
+Cells = Callable[[str, "Latency"], tuple[str, ...]]
 
 
-def _num(v: Any, fmt: str, unit: str = "") -> str:
+def _num(v: float | None, fmt: str, unit: str = "") -> str:
     return "n/a" if v is None else f"{v:{fmt}}{unit}"
 
 
-def throughput_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
+def throughput_rows(s: TextGenerationSummary) -> list[tuple[str, str]]:
     """Rows for the throughput table: goodput in tokens, answer tokens (of a reasoning run)."""
     rows: list[tuple[str, str]] = []
-    if "goodput_output_tokens_per_s" in s:
-        good = s.get("good_output_tokens_total", 0)
-        rows.append(("goodput in tokens", _num(s["goodput_output_tokens_per_s"], ",.1f", " tok/s")
-                     + f"  ({good:,} output tokens of good requests)"))
-    r = s.get("reasoning")
-    if r:
-        share = r.get("reasoning_share")
-        of = "" if share is None else f", {share:.0%} of generated"
-        rows.append(("answer tokens", _num(s.get("answer_tokens_per_s"), ",.1f", " tok/s")
-                     + f"  ({r.get('answer_tokens_total', 0):,} answer, "
-                     f"{r.get('reasoning_tokens_total', 0):,} reasoning{of})"))
+    if s.good_output_tokens_total is not None:
+        rows.append(("goodput in tokens", _num(s.goodput_output_tokens_per_s, ",.1f", " tok/s")
+                     + f"  ({s.good_output_tokens_total:,} output tokens of good requests)"))
+    r = s.reasoning
+    if r is not None:
+        of = "" if r.reasoning_share is None else f", {r.reasoning_share:.0%} of generated"
+        rows.append(("answer tokens", _num(s.answer_tokens_per_s, ",.1f", " tok/s")
+                     + f"  ({r.answer_tokens_total:,} answer, {r.reasoning_tokens_total:,} reasoning{of})"))
     return rows
 
 
-def latency_rows(s: dict[str, Any], cells: Cells) -> list[tuple[str, ...]]:
+def latency_rows(s: TextGenerationSummary, cells: Cells) -> list[tuple[str, ...]]:
     """Rows for the latency table: TTFT to the first reasoning and to the first answer token."""
-    r = s.get("reasoning")
-    if not r:
+    r = s.reasoning
+    if r is None:
         return []
-    return [cells("TTFT reasoning", r.get("ttft_reasoning_ms")),
-            cells("TTFT answer", r.get("ttft_answer_ms"))]
+    return [cells("TTFT reasoning", r.ttft_reasoning_ms), cells("TTFT answer", r.ttft_answer_ms)]
 
 
-def print_extras(console: Console, s: dict[str, Any], workload: dict[str, Any],
-                 client: dict[str, Any]) -> None:
-    """Sessions (TTFT and prompt tokens by turn) and a trace's schedule, as short paragraphs."""
+def print_extras(console: Console, s: TextGenerationSummary, stages: Sequence[Stage], workload: WorkloadView,
+                 client: ClientView | None) -> None:
+    """Sessions (TTFT and prompt tokens by turn) and a trace's schedule (replayed at the speed of the run's
+    trace stage, ``stages``), as short paragraphs."""
+    from gpuledger.records.load import TraceStage
     from gpuledger.report.layout import paragraph, print_table
 
-    sessions = s.get("sessions")
-    if sessions:
-        mean = _num(sessions.get("turns_per_session_mean"), ".1f")
-        paragraph(console, f"{sessions.get('sessions', 0)} sessions, {sessions.get('complete', 0)} sent "
-                  f"all their turns, {mean} turns each on average", lead="sessions: ", indent=2)
-        rows = []
-        for t in sessions.get("by_turn", []):
-            ttft = t.get("ttft_ms") or {}
-            rows.append((str(t["turn"]), f"{t.get('num_ok', 0)} / {t.get('requests', 0)}",
-                         _num(ttft.get("p50"), ".1f"), _num(ttft.get("p99"), ".1f"),
-                         _num(t.get("input_tokens_mean"), ",.0f")))
+    sessions = s.sessions
+    if sessions is not None:
+        mean = _num(sessions.turns_per_session_mean, ".1f")
+        paragraph(console, f"{sessions.sessions} sessions, {sessions.complete} sent all their turns, {mean} "
+                  "turns each on average", lead="sessions: ", indent=2)
+        rows = [(str(t.turn), f"{t.num_ok} / {t.requests}", _num(t.ttft_ms.p50, ".1f"),
+                 _num(t.ttft_ms.p99, ".1f"), _num(t.input_tokens_mean, ",.0f")) for t in sessions.by_turn]
         columns = ("turn", "ok / sent", "TTFT p50 ms", "TTFT p99 ms", "prompt tokens")
         print_table(console, "By turn (the history grows)", columns, rows)
-    trace = workload.get("trace")
-    if isinstance(trace, dict):
-        lag = (client.get("send_schedule") or {}).get("lag_ms") or {}
-        speed = next((st.get("speed") for st in (workload.get("load") or {}).get("stages", [])), None)
-        span = _num(trace.get("span_s"), ",.1f", " s")
-        paragraph(console, f"{trace.get('arrivals', 0):,} arrivals over {span} ({trace.get('format')}) "
-                  f"replayed at {_num(speed, 'g', 'x')}; lateness p99 {_num(lag.get('p99'), '.2f', ' ms')}, "
-                  f"max {_num(lag.get('max'), '.2f', ' ms')}", lead="trace: ", indent=2)
+    trace = workload.trace
+    if trace is not None:
+        schedule = client.send_schedule if client is not None else None
+        lag = schedule.lag_ms if schedule is not None else None
+        speed = next((st.speed for st in stages if isinstance(st, TraceStage)), None)
+        span = _num(trace.span_s, ",.1f", " s")
+        paragraph(console, f"{trace.arrivals:,} arrivals over {span} ({trace.format}) "
+                  f"replayed at {_num(speed, 'g', 'x')}; lateness p99 "
+                  f"{_num(lag.p99 if lag is not None else None, '.2f', ' ms')}, "
+                  f"max {_num(lag.max if lag is not None else None, '.2f', ' ms')}", lead="trace: ", indent=2)
