@@ -77,6 +77,17 @@ def test_estimate_uses_the_targets_catalog_preset_by_default(make_run: MakeRun, 
     assert est.scale.prefill_share == pytest.approx(0.1)  # TTFT 200 ms / E2E 2000 ms
 
 
+def test_the_estimates_devices_on_the_target_say_what_is_known_of_them_and_no_more(
+    make_run: MakeRun, catalog: Catalog
+) -> None:
+    est = estimate_run(make_run(gpu="NVIDIA H100 80GB HBM3"), "mi300x", catalog=catalog)
+    target = catalog.resolve("mi300x").name
+    assert [d.to_dict() for d in est.cost.run.telemetry_summary] == [
+        {"device": "amd:0", "vendor": "amd", "name": target, "mean_power_w": None, "energy_j": None,
+         "peak_util_ratio": None}
+    ]
+
+
 def test_estimate_warns_when_the_model_may_not_fit(make_run: MakeRun, catalog: Catalog) -> None:
     run = make_run(gpu="NVIDIA H100 80GB HBM3")
     run.telemetry_summary[0] = run.telemetry_summary[0].model_copy(update={"peak_memory_bytes": 70e9})
