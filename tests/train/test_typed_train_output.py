@@ -56,10 +56,10 @@ def test_the_training_table_is_the_summarys_figures_and_the_engines_peak(
     per_step = f"{s.tokens_per_step:,.0f} per step"
     assert rows["training tokens"] == f"{s.tokens_total:,} in {s.window_s:.2f} s ({per_step})"
     assert rows["samples/s"] == f"{s.samples_per_s:,.3f} samples/s"
-    server = ServerView.of(info.server, info.id)
+    server = ServerView.of(info.server)
     peak = server.details.peak_memory
     assert peak is not None and peak.value is not None and peak.value > 0  # the profiled warm-up step's
     assert rows["peak memory"].startswith(f"allocator {peak.value / 1024**3:.2f} GiB ({peak.source})")
     text = " ".join(out.split())
-    for note in [*server.warnings, *ClientView.of(info.client, info.id).warnings]:
+    for note in [*server.warnings, *ClientView.of(info.client).warnings]:
         assert f"note: {' '.join(note.split())[:60]}" in text

@@ -90,7 +90,7 @@ def test_a_sweeps_tables_and_server_state_are_the_stored_models_figures(
                          ("E2E", s.e2e_ms)):
         assert rows[label] == latency_cells(block)
     # The server's own view: the typed state the run stored, line by line.
-    server = ServerView.of(info.server, info.id)
+    server = ServerView.of(info.server)
     state = server.state
     assert isinstance(state, ServerState) and state.queued_requests and state.preemptions
     assert server.who() in text_of(out)
@@ -112,10 +112,10 @@ def test_a_server_that_cannot_be_read_prints_the_stored_reason(
     srv = serve(Scenario(identity="vllm", metrics=False))
     out, info = bench_text(capsys, "--base-url", srv.url, "--output-len", "8", "--num-requests", "3",
                            "--warmup", "0", "--server-metrics")
-    state = ServerView.of(info.server, info.id).state
+    state = ServerView.of(info.server).state
     assert isinstance(state, StateUnavailable) and "404" in state.reason
     assert f"server state: {state.reason}" in text_of(out)
-    client = ClientView.of(info.client, info.id)
+    client = ClientView.of(info.client)
     user, system, wall = client.cpu_user_s, client.cpu_system_s, client.wall_s
     assert client.cpu_util_ratio is not None and user is not None and system is not None and wall is not None
     assert (
@@ -184,11 +184,41 @@ def test_a_traces_line_is_its_workload_record_and_the_clients_send_schedule(
     monkeypatch.setenv("COLUMNS", "200")
     srv = serve(Scenario())
     out, info = bench_text(capsys, "--base-url", srv.url, "--trace", str(mooncake(tmp_path)), "--warmup", "0")
-    trace = WorkloadView.of(info.workload, info.id).trace
-    schedule = ClientView.of(info.client, info.id).send_schedule
+    trace = WorkloadView.of(info.workload).trace
+    schedule = ClientView.of(info.client).send_schedule
     assert trace is not None and trace.span_s is not None and trace.arrivals == 40
     assert schedule is not None and schedule.lag_ms.p99 is not None and schedule.lag_ms.max is not None
     assert (
         f"trace: {trace.arrivals:,} arrivals over {trace.span_s:,.1f} s ({trace.format}) replayed at 1x; "
         f"lateness p99 {schedule.lag_ms.p99:.2f} ms, max {schedule.lag_ms.max:.2f} ms"
     ) in text_of(out)
+
+
+def test_the_reports_provenance_is_the_runs_like_origin_and_client_view(
+    serve: Callable[..., StreamServer], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpuledger.report import fmt
+    from gpuledger.report.build import build_report
+
+    monkeypatch.setenv("COLUMNS", "200")
+    srv = serve(Scenario())
+    _, base = bench_text(capsys, "--base-url", srv.url, "--output-len", "8", "--num-requests", "4",
+                         "--warmup", "0", "--label", "base")
+    _, again = bench_text(capsys, "--base-url", srv.url, "--like", base.id, "--concurrency", "2", "--label",
+                          "again")
+    like = again.config.like
+    assert like is not None and like.run_id == base.id and like.overridden == ["concurrency"]
+    with open_store(None) as store:
+        data = build_report(store, [base.id, again.id])
+    section = data.section("how_measured")
+    table = next(t for t in section.tables if t.key == "provenance")
+    rows = {row[0]: dict(zip(table.columns, row, strict=True)) for row in table.rows}
+    assert rows["again"]["workload"] == f"workload of base (run {like.run_id}), overridden: --concurrency"
+    assert rows["base"]["workload"] == "its own; repeated by again"
+    assert section.notes == (
+        f"same workload: again repeats the workload of base (run {base.id}) with bench --like; except: again "
+        "overrode --concurrency",
+    )
+    for name, info in (("base", base), ("again", again)):
+        share = ClientView.of(info.client).cpu_share_percent()
+        assert share is not None and rows[name]["client CPU (%)"] == fmt.num(share)

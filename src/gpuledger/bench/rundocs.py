@@ -6,7 +6,8 @@ Those documents stay stored JSON: their keys differ by engine (each engine's ``a
 by the gpuledger that wrote them. A renderer reads them through these views, which name the keys they read
 — a renamed key is a renamed attribute, which mypy follows — and leave the others to the document (they
 ignore unknown keys: that is what a view of an open document is). Every field has the default a document
-without it means; a document whose named keys have the wrong types is an ``InvalidInputError`` naming it.
+without it means, and a named key whose value the view cannot read (an imported document's, of another
+shape) reads as absent: what it said is then "not recorded" on the terminal, never a crash of the command.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from typing import Any, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from gpuledger.bench.server_state import ServerState, StateUnavailable, load_state
-from gpuledger.errors import InvalidInputError
 from gpuledger.quantity import Quantity
 
 
@@ -25,14 +25,13 @@ class _View(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     @classmethod
-    def read(cls, doc: Mapping[str, Any], what: str) -> Self:
-        """The view of ``doc`` (``what``: which record of which run, for the error)."""
+    def read(cls, doc: Mapping[str, Any]) -> Self:
+        """The view of ``doc``; the keys whose values it cannot read left out."""
         try:
             return cls.model_validate(doc)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise InvalidInputError(f"{what} cannot be read: {where}: {first['msg']}") from None
+            unreadable = {e["loc"][0] for e in exc.errors() if e["loc"]}
+            return cls.model_validate({k: v for k, v in doc.items() if k not in unreadable})
 
 
 class ServerDetails(_View):
@@ -58,8 +57,8 @@ class ServerView(_View):
         return load_state(value)
 
     @classmethod
-    def of(cls, server: Mapping[str, Any], run_id: str) -> ServerView:
-        return cls.read(server, f"run {run_id}'s server record")
+    def of(cls, server: Mapping[str, Any]) -> ServerView:
+        return cls.read(server)
 
     def who(self) -> str:
         """``vllm 0.32.0``: the family and, when the server said it, the version."""
@@ -96,8 +95,8 @@ class ClientView(_View):
     send_schedule: SendSchedule | None = None
 
     @classmethod
-    def of(cls, client: Mapping[str, Any], run_id: str) -> ClientView:
-        return cls.read(client, f"run {run_id}'s client record")
+    def of(cls, client: Mapping[str, Any]) -> ClientView:
+        return cls.read(client)
 
     def cpu_share_percent(self) -> float | None:
         """The client's CPU use in percent of one core (None: not recorded)."""
@@ -125,8 +124,8 @@ class WorkloadView(_View):
         return value if isinstance(value, Mapping) else None
 
     @classmethod
-    def of(cls, workload: Mapping[str, Any], run_id: str) -> WorkloadView:
-        return cls.read(workload, f"run {run_id}'s workload record")
+    def of(cls, workload: Mapping[str, Any]) -> WorkloadView:
+        return cls.read(workload)
 
 
 __all__ = [

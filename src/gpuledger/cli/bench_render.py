@@ -62,8 +62,8 @@ def render_run(info: RunInfo) -> None:
 
     summary = info.summary
     s = summary if isinstance(summary, TextGenerationSummary) else None  # else: no text tables to draw
-    server = ServerView.of(info.server, info.id)
-    client = ClientView.of(info.client, info.id) if info.client else None
+    server = ServerView.of(info.server)
+    client = ClientView.of(info.client) if info.client else None
     paragraph(
         console,
         f"  {info.status}  engine={info.engine}  server={server.who()}  model={info.model}"
@@ -80,7 +80,7 @@ def render_run(info: RunInfo) -> None:
             indent=2,
         )
     if s is not None:
-        _text_tables(info, s, client, WorkloadView.of(info.workload, info.id))
+        _text_tables(info, s, client, WorkloadView.of(info.workload))
     if summary is not None:
         for kind, n in (summary.errors or {}).items():
             paragraph(console, f"{n} × {kind}", lead=Text("failed: ", style="red"), indent=2)

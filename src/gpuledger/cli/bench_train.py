@@ -66,7 +66,7 @@ def render_train_run(info: RunInfo, notes: Notes) -> None:
     s = info.summary
     if not isinstance(s, TrainingSummary):
         raise UsageError(f"run {info.id} is not a training run")
-    server = ServerView.of(info.server, info.id)
+    server = ServerView.of(info.server)
     spec = info.config
     paragraph(
         console,
@@ -156,7 +156,7 @@ def render_train_run(info: RunInfo, notes: Notes) -> None:
     print_table(console, "Training", ("metric", "value"), rows, header=False)
     for kind, n in (s.errors or {}).items():
         paragraph(console, f"{n} × {kind}", lead=Text("failed: ", style="red"), indent=2)
-    client = ClientView.of(info.client, info.id)
+    client = ClientView.of(info.client)
     for note in [*s.fidelity_notes(), *server.warnings, *client.warnings][:8]:
         paragraph(console, notes.shorten(note), lead=Text("note: ", style="yellow"), indent=2)
     if s.aborted:

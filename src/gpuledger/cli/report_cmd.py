@@ -120,20 +120,20 @@ def report(
                                 images=images)
     finally:
         store.close()
-    files: dict[str, str] = {}
+    from gpuledger.cli.written import Written, with_files
+
     if html is not None:
         with err_console.status("rendering HTML…"):
             size = write_output(html, render_html(data))
-        files["html"] = str(html)
         err_console.print(
             f"wrote {html} ({size / 1e6:.1f} MB, self-contained)", markup=False, highlight=False
         )
-    if md is not None and md != "-":
-        write_output(Path(md), render_markdown(data))
-        files["md"] = md
-        err_console.print(f"wrote {md}", markup=False, highlight=False)
+    md_file = md if md is not None and md != "-" else None
+    if md_file is not None:
+        write_output(Path(md_file), render_markdown(data))
+        err_console.print(f"wrote {md_file}", markup=False, highlight=False)
     if json_out:
-        print_json({**data.model_dump(mode="json"), "files": files})
+        print_json(with_files(data, Written(html=str(html) if html is not None else None, md=md_file)))
     elif md == "-":
         sys.stdout.write(render_markdown(data))
     else:
@@ -217,18 +217,18 @@ def _matrix(db: str | None, matrix_id: str, html: Path | None, md: str | None, j
             check_target(target)  # refused before the matrix is read, not after
     report = read_matrix(db, matrix_id)
     page = matrix_page(report)
-    files: dict[str, str] = {}
+    from gpuledger.cli.written import Written, with_files
+
     if html is not None:
         size = write_output(html, render_html(page))
-        files["html"] = str(html)
         err_console.print(f"wrote {html} ({size / 1e6:.1f} MB, self-contained)", markup=False,
                           highlight=False)
-    if md is not None and md != "-":
-        write_output(Path(md), render_markdown(page))
-        files["md"] = md
-        err_console.print(f"wrote {md}", markup=False, highlight=False)
+    md_file = md if md is not None and md != "-" else None
+    if md_file is not None:
+        write_output(Path(md_file), render_markdown(page))
+        err_console.print(f"wrote {md_file}", markup=False, highlight=False)
     if json_out:
-        print_json({**report.model_dump(mode="json"), "files": files})
+        print_json(with_files(report, Written(html=str(html) if html is not None else None, md=md_file)))
     elif md == "-":
         sys.stdout.write(render_markdown(page))
     else:

@@ -20,12 +20,6 @@ def as_number(value: Any) -> float | None:
     return None
 
 
-def like_of(info: RunInfo) -> Mapping[str, Any] | None:
-    """``RunInfo.config.like`` of a run made with ``bench --like RUN`` (its workload was copied)."""
-    like = info.config.like
-    return like.model_dump() if like is not None else None
-
-
 def aligned(rows: Sequence[Mapping[str, str]]) -> list[dict[str, str]]:
     """Rows of runs of several kinds, each with its kind's columns, as rows of one table: every column of
     any row, in the order they first appear, "—" where a row's kind has no such column."""

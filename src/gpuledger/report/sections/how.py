@@ -5,33 +5,31 @@ columns come from each run's kind (its ``report`` facet)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Sequence
 
 from gpuledger import __version__
+from gpuledger.bench.rundocs import ClientView
 from gpuledger.records.units import unit_info
 from gpuledger.report import fmt
 from gpuledger.report.kinds import KindReport, by_kind, report_of
 from gpuledger.report.model import Section
 from gpuledger.report.rundata import RunData
-from gpuledger.report.sections.base import aligned, like_of, tabulate
+from gpuledger.report.sections.base import aligned, tabulate
 
 
-def _flags(names: Any) -> str:
+def _flags(names: Sequence[str]) -> str:
     """``["num_requests", "concurrency"]`` -> ``"--num-requests, --concurrency"`` (bench's flag names)."""
-    if not isinstance(names, list | tuple):
-        return ""
-    return ", ".join("--" + str(n).replace("_", "-") for n in names)
+    return ", ".join("--" + n.replace("_", "-") for n in names)
 
 
 def _workload_origins(runs: list[RunData]) -> tuple[dict[str, str], list[str]]:
     """Where each run's workload came from (a cell per run id), and lines naming the runs of this report
     that ran the same workload through ``bench --like``. Both empty when no run was made with --like."""
-    likes = {r.info.id: like_of(r.info) for r in runs}
+    likes = {r.info.id: r.info.config.like for r in runs}  # bench --like RUN: whose workload it ran
     if all(like is None for like in likes.values()):
         return {}, []
     names = {r.info.id: r.ref.name for r in runs}
-    flags = {rid: _flags(like.get("overridden")) for rid, like in likes.items() if like is not None}
+    flags = {rid: _flags(like.overridden) for rid, like in likes.items() if like is not None}
 
     def run_text(run_id: str) -> str:
         name = names.get(run_id)
@@ -42,7 +40,7 @@ def _workload_origins(runs: list[RunData]) -> tuple[dict[str, str], list[str]]:
         seen = {run_id}
         like = likes.get(run_id)
         while like is not None:
-            run_id = str(like["run_id"])
+            run_id = like.run_id
             if run_id in seen:
                 break
             seen.add(run_id)
@@ -54,7 +52,7 @@ def _workload_origins(runs: list[RunData]) -> tuple[dict[str, str], list[str]]:
         like = likes[r.info.id]
         if like is not None:
             changed = flags[r.info.id]
-            cells[r.info.id] = f"workload of {run_text(str(like['run_id']))}, " + (
+            cells[r.info.id] = f"workload of {run_text(like.run_id)}, " + (
                 f"overridden: {changed}" if changed else "nothing overridden"
             )
         else:
@@ -102,11 +100,7 @@ def how_measured_section(runs: list[RunData]) -> Section:
                 if d.energy_method
             }
         ) or [fmt.MISSING]
-        client = r.info.client or {}
-        cpu = client.get("cpu_percent") if isinstance(client, Mapping) else None
-        if cpu is None and isinstance(client, Mapping):
-            cpu = client.get("cpu_util_ratio")
-            cpu = cpu * 100 if isinstance(cpu, int | float) else cpu
+        cpu = ClientView.of(r.info.client).cpu_share_percent()
         rows.append(
             {
                 "run": r.ref.name,
