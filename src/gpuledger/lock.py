@@ -19,15 +19,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from gpuledger.boundeddoc import load_json
 from gpuledger.boundedio import read_text
 from gpuledger.errors import InvalidInputError, NotFoundError
 from gpuledger.facts import Facts, collect_facts, machine_name
+from gpuledger.facts.model import TorchBuild
 from gpuledger.facts.runner import Runner
 
-LOCK_FORMAT = "gpuledger.lock"
+LOCK_FORMAT: Literal["gpuledger.lock"] = "gpuledger.lock"
 LOCK_VERSION = 1
 MAX_LOCK_BYTES = 16 * 1024**2  # a lock file is a few KB
 DEFAULT_LOCK_FILE = "gpuledger.lock.json"
@@ -45,51 +48,96 @@ def _version_parts(value: Any) -> tuple[int, ...]:
     return tuple(parts)
 
 
-def stack_from_facts(facts: Facts) -> dict[str, Any]:
-    """The pinned view of a machine's stack (stable values only: nothing that changes between runs)."""
+class _Doc(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LockedGpu(_Doc):
+    """One GPU as the lock pins it (its identity and VBIOS)."""
+
+    vendor: Literal["nvidia", "amd"]
+    name: str | None
+    memory_total_bytes: int | None
+    vbios: str | None
+    gfx_target: str | None
+
+
+class ContainerToolkit(_Doc):
+    """What containers would see of the GPUs: NVIDIA's container CLI and toolkit, Docker's runtimes."""
+
+    nvidia_container_cli: bool
+    nvidia_ctk: bool
+    docker_runtimes: list[str] | None
+
+
+class Stack(_Doc):
+    """The pinned view of a machine's stack (stable values only: nothing that changes between runs); None:
+    not found on the machine. Its dump is the lock file's ``stack`` and what ``fingerprint`` stores."""
+
+    os: str | None
+    kernel: str | None
+    arch: str | None
+    gpus: list[LockedGpu]
+    gpu_count: int
+    driver: str | None
+    nvidia_driver: str | None
+    amdgpu_driver: str | None
+    nvidia_module_for_kernel: bool | None
+    cuda: str | None
+    cuda_runtime: str | None
+    rocm: str | None
+    hip: str | None
+    container_toolkit: ContainerToolkit
+    python: str | None
+    torch: str | None
+    torch_build: TorchBuild | None
+    engines: dict[str, str | None]
+
+
+def stack_from_facts(facts: Facts) -> Stack:
+    """The pinned view of a machine's stack."""
     nv, amd, k, t = facts.nvidia, facts.amd, facts.kernel, facts.frameworks.torch
     gpus = sorted(
         (
-            {
-                "vendor": g.vendor,
-                "name": g.name,
-                "memory_total_bytes": g.memory_total_bytes,
-                "vbios": g.vbios,
-                "gfx_target": g.gfx_target,
-            }
+            LockedGpu(
+                vendor=g.vendor,
+                name=g.name,
+                memory_total_bytes=g.memory_total_bytes,
+                vbios=g.vbios,
+                gfx_target=g.gfx_target,
+            )
             for g in facts.gpus
-            if g.vendor in ("nvidia", "amd")
+            if g.vendor == "nvidia" or g.vendor == "amd"
         ),
-        key=lambda g: (str(g["vendor"]), str(g["name"])),
+        key=lambda g: (str(g.vendor), str(g.name)),
     )
     nvidia_driver = nv.driver_version or nv.nvml.driver_version or k.nvidia_module_version
-    has_nvidia = any(g["vendor"] == "nvidia" for g in gpus)
+    has_nvidia = any(g.vendor == "nvidia" for g in gpus)
     c = facts.containers
-    return {
-        "os": facts.system.os_name,
-        "kernel": facts.system.kernel_release,
-        "arch": facts.system.arch,
-        "gpus": gpus,
-        "gpu_count": len(gpus),
-        "driver": nvidia_driver or amd.driver_version,
-        "nvidia_driver": nvidia_driver,
-        "amdgpu_driver": amd.driver_version,
-        "nvidia_module_for_kernel": k.nvidia_module_for_running_kernel if has_nvidia else None,
-        "cuda": nv.cuda_version or nv.nvml.cuda_driver_version,
-        "cuda_runtime": t.cuda,
-        "rocm": amd.rocm_version,
-        "hip": t.hip,
-        "container_toolkit": {
-            "nvidia_container_cli": c.nvidia_container_cli_found,
-            "nvidia_ctk": c.nvidia_ctk_found,
-            "docker_runtimes": sorted(set(c.docker_runtimes or []) | set(c.daemon_json_runtimes or []))
-            or None,
-        },
-        "python": facts.frameworks.python_version,
-        "torch": t.version,
-        "torch_build": t.build,
-        "engines": {name: e.version for name, e in sorted(facts.frameworks.engines.items())},
-    }
+    return Stack(
+        os=facts.system.os_name,
+        kernel=facts.system.kernel_release,
+        arch=facts.system.arch,
+        gpus=gpus,
+        gpu_count=len(gpus),
+        driver=nvidia_driver or amd.driver_version,
+        nvidia_driver=nvidia_driver,
+        amdgpu_driver=amd.driver_version,
+        nvidia_module_for_kernel=k.nvidia_module_for_running_kernel if has_nvidia else None,
+        cuda=nv.cuda_version or nv.nvml.cuda_driver_version,
+        cuda_runtime=t.cuda,
+        rocm=amd.rocm_version,
+        hip=t.hip,
+        container_toolkit=ContainerToolkit(
+            nvidia_container_cli=c.nvidia_container_cli_found,
+            nvidia_ctk=c.nvidia_ctk_found,
+            docker_runtimes=sorted(set(c.docker_runtimes or []) | set(c.daemon_json_runtimes or [])) or None,
+        ),
+        python=facts.frameworks.python_version,
+        torch=t.version,
+        torch_build=t.build,
+        engines={name: e.version for name, e in sorted(facts.frameworks.engines.items())},
+    )
 
 
 def stack_hash(stack: Mapping[str, Any]) -> str:
@@ -114,7 +162,7 @@ def fingerprint(
     facts = collect_facts(
         root, runner=runner, env=env, check_ollama=False, probe_torch=False, fast=True, use_nvml=use_nvml
     )
-    stack = stack_from_facts(facts)
+    stack = stack_from_facts(facts).model_dump(mode="json")
     system = facts.system
     host = {
         "machine": machine_name(facts),
@@ -127,25 +175,34 @@ def fingerprint(
     return {**stack, **host, "hash": stack_hash(stack)}
 
 
-def snapshot(facts: Facts) -> dict[str, Any]:
+class LockDocument(_Doc):
+    """A lock file: ``gpuledger lock``'s snapshot of this machine, and its ``--json`` document."""
+
+    format: Literal["gpuledger.lock"] = LOCK_FORMAT
+    version: int = LOCK_VERSION
+    created_at: str  # ISO 8601, UTC, to the second
+    machine: str
+    hash: str  # stack_hash of ``stack``
+    stack: Stack
+
+
+def snapshot(facts: Facts) -> LockDocument:
     """A lock document for ``facts``."""
     stack = stack_from_facts(facts)
-    return {
-        "format": LOCK_FORMAT,
-        "version": LOCK_VERSION,
-        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": machine_name(facts),
-        "hash": stack_hash(stack),
-        "stack": stack,
-    }
+    return LockDocument(
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        machine=machine_name(facts),
+        hash=stack_hash(stack.model_dump(mode="json")),
+        stack=stack,
+    )
 
 
-def lock_text(doc: Mapping[str, Any]) -> str:
+def lock_text(doc: LockDocument) -> str:
     """A lock document as the text of a lock file."""
-    return json.dumps(doc, indent=2, sort_keys=False) + "\n"
+    return json.dumps(doc.model_dump(mode="json"), indent=2, sort_keys=False) + "\n"
 
 
-def write_lock(doc: Mapping[str, Any], path: Path) -> None:
+def write_lock(doc: LockDocument, path: Path) -> None:
     try:
         path.write_text(lock_text(doc), encoding="utf-8")
     except OSError as exc:
@@ -154,8 +211,12 @@ def write_lock(doc: Mapping[str, Any], path: Path) -> None:
 
 @dataclass(frozen=True, slots=True)
 class LockFile:
+    """A lock file as read (``doc``: as written, perhaps by hand: it is compared as written), the hash it
+    says (None: none, or not text) and whether that is its stack's."""
+
     path: str
     doc: dict[str, Any]
+    hash: str | None
     hash_ok: bool
 
     @property
@@ -188,34 +249,60 @@ def read_lock(path: Path) -> LockFile:
         )
     if not isinstance(doc.get("stack"), dict):
         raise InvalidInputError(f'{path}: "stack" must be an object')
-    return LockFile(path=str(path), doc=doc, hash_ok=doc.get("hash") == stack_hash(doc["stack"]))
+    written = doc.get("hash")
+    return LockFile(path=str(path), doc=doc, hash=written if isinstance(written, str) else None,
+                    hash_ok=written == stack_hash(doc["stack"]))
 
 
-@dataclass(frozen=True, slots=True)
-class Drift:
+class Drift(_Doc):
+    """One difference between two stacks: both values, whether it matters (``class``), and why."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, serialize_by_alias=True, validate_by_name=True)
+
     key: str
-    locked: Any
-    live: Any
-    matters: bool
+    locked: JsonValue
+    live: JsonValue
+    class_: Literal["matters", "cosmetic"] = Field(alias="class")
     reason: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "locked": self.locked,
-            "live": self.live,
-            "class": "matters" if self.matters else "cosmetic",
-            "reason": self.reason,
-        }
+    @property
+    def matters(self) -> bool:
+        return self.class_ == "matters"
+
+
+def _drift(key: str, locked: Any, live: Any, matters: bool, reason: str) -> Drift:
+    cls: Literal["matters", "cosmetic"] = "matters" if matters else "cosmetic"
+    return Drift(key=key, locked=locked, live=live, class_=cls, reason=reason)
+
+
+class LockCheck(_Doc):
+    """``gpuledger lock --check FILE --json``: the live stack against a lock file."""
+
+    lock: str
+    same: bool
+    locked_hash: str | None
+    live_hash: str
+    drift: list[Drift]
+
+
+class LockDiff(_Doc):
+    """``gpuledger lock --diff A B --json``: two lock files compared."""
+
+    a: str
+    b: str
+    same: bool
+    hash_a: str | None
+    hash_b: str | None
+    drift: list[Drift]
 
 
 def _version_drift(key: str, a: Any, b: Any, depth: int, what: str) -> Drift:
     pa, pb = _version_parts(a), _version_parts(b)
     if a is None or b is None:
-        return Drift(key, a, b, True, f"{what} {'appeared' if a is None else 'disappeared'}")
+        return _drift(key, a, b, True, f"{what} {'appeared' if a is None else 'disappeared'}")
     matters = pa[:depth] != pb[:depth] or not pa or not pb
     level = {1: "major", 2: "minor"}[depth]
-    return Drift(
+    return _drift(
         key,
         a,
         b,
@@ -234,11 +321,11 @@ def _gpu_drifts(a: list[Any], b: list[Any]) -> list[Drift]:
 
     out: list[Drift] = []
     if sorted(map(ident, a)) != sorted(map(ident, b)):
-        out.append(Drift("gpus", _gpu_names(a), _gpu_names(b), True, "GPU models or count changed"))
+        out.append(_drift("gpus", _gpu_names(a), _gpu_names(b), True, "GPU models or count changed"))
         return out
     va, vb = sorted(str(g.get("vbios")) for g in a), sorted(str(g.get("vbios")) for g in b)
     if va != vb:
-        out.append(Drift("gpus.vbios", va, vb, False, "VBIOS changed"))
+        out.append(_drift("gpus.vbios", va, vb, False, "VBIOS changed"))
     return out
 
 
@@ -264,19 +351,19 @@ def diff_stacks(locked: Mapping[str, Any], live: Mapping[str, Any]) -> list[Drif
             }[key]
             out.append(_version_drift(key, a, b, 2, what))
         elif key in ("torch", "torch_build", "arch"):
-            out.append(Drift(key, a, b, True, f"{key.replace('_', ' ')} changed"))
+            out.append(_drift(key, a, b, True, f"{key.replace('_', ' ')} changed"))
         elif key == "kernel":
             rebuilt = live.get("nvidia_module_for_kernel")
             if rebuilt is False:
                 out.append(
-                    Drift(key, a, b, True, "kernel changed and the nvidia module was not rebuilt for it")
+                    _drift(key, a, b, True, "kernel changed and the nvidia module was not rebuilt for it")
                 )
             else:
                 why = "kernel changed; the nvidia module exists for it" if rebuilt else "kernel changed"
-                out.append(Drift(key, a, b, False, why))
+                out.append(_drift(key, a, b, False, why))
         elif key == "nvidia_module_for_kernel":
             out.append(
-                Drift(
+                _drift(
                     key,
                     a,
                     b,
@@ -293,10 +380,10 @@ def diff_stacks(locked: Mapping[str, Any], live: Mapping[str, Any]) -> list[Drif
                 if ea.get(name) == eb.get(name):
                     continue
                 if name in ea and name in eb:
-                    out.append(Drift(f"engines.{name}", ea[name], eb[name], True, f"{name} version changed"))
+                    out.append(_drift(f"engines.{name}", ea[name], eb[name], True, f"{name} version changed"))
                 else:
                     out.append(
-                        Drift(
+                        _drift(
                             f"engines.{name}",
                             ea.get(name),
                             eb.get(name),
@@ -305,9 +392,17 @@ def diff_stacks(locked: Mapping[str, Any], live: Mapping[str, Any]) -> list[Drif
                         )
                     )
         else:
-            out.append(Drift(key, a, b, False, f"{key.replace('_', ' ')} changed"))
+            out.append(_drift(key, a, b, False, f"{key.replace('_', ' ')} changed"))
     return out
 
 
-def check(lock: LockFile, live: Mapping[str, Any]) -> list[Drift]:
-    return diff_stacks(lock.stack, live)
+def check(lock: LockFile, live: LockDocument) -> LockCheck:
+    """The live stack (a snapshot of this machine) against ``lock``."""
+    drift = diff_stacks(lock.stack, live.stack.model_dump(mode="json"))
+    return LockCheck(lock=lock.path, same=not drift, locked_hash=lock.hash, live_hash=live.hash, drift=drift)
+
+
+def diff_locks(a: LockFile, b: LockFile) -> LockDiff:
+    """Two lock files compared (before/after an upgrade)."""
+    drift = diff_stacks(a.stack, b.stack)
+    return LockDiff(a=a.path, b=b.path, same=not drift, hash_a=a.hash, hash_b=b.hash, drift=drift)

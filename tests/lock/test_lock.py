@@ -18,6 +18,7 @@ from gpuledger.errors import InvalidInputError, NotFoundError
 from gpuledger.lock import (
     LOCK_FORMAT,
     LOCK_VERSION,
+    check,
     diff_stacks,
     fingerprint,
     read_lock,
@@ -37,7 +38,7 @@ def nvidia(machine: FakeMachine, smi_fixture: str, torch: str = "cuda_ok") -> Fa
 
 
 def stack(machine: FakeMachine) -> dict[str, object]:
-    return stack_from_facts(machine.facts(probe_torch=False))
+    return stack_from_facts(machine.facts(probe_torch=False)).model_dump(mode="json")
 
 
 def drift_map(a: dict[str, object], b: dict[str, object]) -> dict[str, tuple[bool, str]]:
@@ -155,8 +156,9 @@ def test_file_round_trip(make_machine: Make, tmp_path: Path) -> None:
     write_lock(doc, path)
     lock = read_lock(path)
     assert lock.doc["format"] == LOCK_FORMAT and lock.doc["version"] == LOCK_VERSION
-    assert lock.hash_ok and lock.stack == doc["stack"] and lock.doc["machine"] == "testbox"
-    assert diff_stacks(lock.stack, doc["stack"]) == []
+    assert lock.doc == doc.model_dump(mode="json")  # the file is the document's dump
+    assert lock.hash_ok and lock.hash == doc.hash and doc.machine == "testbox"
+    assert diff_stacks(lock.stack, doc.stack.model_dump(mode="json")) == []
 
 
 def test_a_file_from_a_future_format_is_refused_clearly(tmp_path: Path) -> None:
@@ -267,3 +269,56 @@ def test_fingerprint_on_this_machine_is_json_serialisable() -> None:
     fp = fingerprint()
     json.dumps(fp)
     assert fp["hash"].startswith("sha256:")
+
+
+def _table_rows(out: str) -> dict[str, list[str]]:
+    """A drawn table's rows: the first cell -> the others (a cell that wraps joined to the row above)."""
+    rows: dict[str, list[str]] = {}
+    last: list[str] | None = None
+    for line in out.splitlines():
+        if not line.startswith("│"):
+            continue
+        cells = [c.strip() for c in line.split("│")[1:-1]]
+        if cells[0]:
+            last = rows.setdefault(cells[0], cells[1:])
+        elif last is not None:
+            last[:] = [f"{a} {b}".strip() for a, b in zip(last, cells[1:], strict=True)]
+    return rows
+
+
+def test_the_terminal_shows_the_snapshot_and_the_drift_the_documents_hold(
+    make_machine: Make, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``gpuledger lock`` prints its LockDocument and ``--check`` its LockCheck, read as typed models (a
+    renamed field is a type error in cli/lock_cmd.py): each row equals the model's field."""
+    monkeypatch.setenv("COLUMNS", "200")
+    machine = nvidia(make_machine("box"), "telegraf-a100-sxm4-v12.xml")
+    _use(machine, monkeypatch)
+    path = tmp_path / "box.lock.json"
+    capsys.readouterr()
+    assert main(["lock", "-o", str(path), "--root", str(machine.root)]) == 0
+    rows = _table_rows(capsys.readouterr().out)
+    lock = read_lock(path)
+    doc = snapshot(machine.facts(probe_torch=False)).model_copy(update={"created_at": lock.doc["created_at"]})
+    assert lock.doc == doc.model_dump(mode="json")  # what was written is this document
+    s = doc.stack
+    assert rows["hash"] == [doc.hash] and lock.hash == doc.hash
+    assert rows["nvidia_driver"] == [str(s.nvidia_driver)] and rows["cuda"] == [str(s.cuda)]
+    assert rows["torch"] == [str(s.torch)] and rows["gpu_count"] == [str(s.gpu_count)] == ["1"]
+    assert rows["gpus"] == [", ".join(f"{g.vendor}: {g.name} (VBIOS {g.vbios})" for g in s.gpus)]
+    toolkit = s.container_toolkit
+    assert rows["container_toolkit"] == [
+        f"nvidia_container_cli={toolkit.nvidia_container_cli}, nvidia_ctk={toolkit.nvidia_ctk}, "
+        f"docker_runtimes={toolkit.docker_runtimes}"
+    ]
+    assert list(rows) == [*type(s).model_fields, "hash"]  # every field, in the stack's order
+    machine.command("nvidia-smi", stdout=machine.fixture("nvidia-smi/telegraf-tesla-t4.xml"))
+    assert main(["lock", "--check", str(path), "--root", str(machine.root)]) == 1
+    rows = _table_rows(capsys.readouterr().out)
+    checked = check(read_lock(path), snapshot(machine.facts(probe_torch=False)))
+    assert checked.drift and not checked.same
+    def shown(value: object) -> str:  # a list's items joined, nothing a dash
+        return "—" if value is None else ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+
+    for d in checked.drift:
+        assert rows[d.key] == [shown(d.locked), shown(d.live), d.class_, d.reason]

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -14,8 +15,16 @@ from gpuledger.cli.common import JsonOpt, console, err_console, print_json
 from gpuledger.cli.files import check_target, write_output
 from gpuledger.errors import UsageError
 
+if TYPE_CHECKING:
+    from gpuledger.lock import Drift, LockDocument
+
 
 def _show(value: Any) -> str:
+    """A stack's value in a cell: a list or mapping (a stored stack's JSON, a model's fields) joined."""
+    from pydantic import BaseModel
+
+    if isinstance(value, BaseModel):
+        value = {name: getattr(value, name) for name in type(value).model_fields}
     if value is None:
         return "—"
     if isinstance(value, list):
@@ -25,7 +34,7 @@ def _show(value: Any) -> str:
     return str(value)
 
 
-def _drift_table(title: str, drifts: list[Any], left: str, right: str) -> None:
+def _drift_table(title: str, drifts: Sequence[Drift], left: str, right: str) -> None:
     if not drifts:
         console.print(Text(f"{title}: no drift", style="green"))
         return
@@ -43,15 +52,18 @@ def _drift_table(title: str, drifts: list[Any], left: str, right: str) -> None:
     )
 
 
-def _stack_table(stack: dict[str, Any], path: Path | None, digest: str) -> None:
+def _stack_table(doc: LockDocument, path: Path | None) -> None:
+    """Every field of the snapshot's stack, in its order (the GPUs by name and VBIOS), then its hash."""
     table = Table(title=f"Stack snapshot{f' -> {path}' if path else ''}", title_justify="left")
     table.add_column("what")
     table.add_column("value")
-    for key, value in stack.items():
-        if key == "gpus":
-            value = [f"{g.get('vendor')}: {g.get('name')} (VBIOS {g.get('vbios') or '?'})" for g in value]
-        table.add_row(key, _show(value))
-    table.add_row("hash", digest)
+    stack = doc.stack
+    for name in type(stack).model_fields:
+        value = getattr(stack, name)
+        if name == "gpus":
+            value = [f"{g.vendor}: {g.name} (VBIOS {g.vbios or '?'})" for g in stack.gpus]
+        table.add_row(name, _show(value))
+    table.add_row("hash", doc.hash)
     console.print(table)
 
 
@@ -80,29 +92,19 @@ def lock(
     ] = Path("/"),
 ) -> None:
     """Pin the driver, CUDA/ROCm, PyTorch and engine versions (seed §8.1) and catch drift."""
-    from gpuledger.lock import DEFAULT_LOCK_FILE, check, diff_stacks, lock_text, read_lock, snapshot
+    from gpuledger.lock import DEFAULT_LOCK_FILE, check, diff_locks, lock_text, read_lock, snapshot
 
     if check_file is not None and diff is not None:
         raise UsageError("--check and --diff cannot be combined")
     if output is not None and (check_file is not None or diff is not None):
         raise UsageError("-o/--output only applies when writing a snapshot (not with --check or --diff)")
     if diff is not None:
-        a, b = read_lock(diff[0]), read_lock(diff[1])
-        drifts = diff_stacks(a.stack, b.stack)
+        compared = diff_locks(read_lock(diff[0]), read_lock(diff[1]))
         if json_out:
-            print_json(
-                {
-                    "a": a.path,
-                    "b": b.path,
-                    "same": not drifts,
-                    "hash_a": a.doc.get("hash"),
-                    "hash_b": b.doc.get("hash"),
-                    "drift": [d.to_dict() for d in drifts],
-                }
-            )
+            print_json(compared.model_dump(mode="json"))
         else:
-            _drift_table(f"{a.path} -> {b.path}", drifts, "A", "B")
-        raise typer.Exit(1 if drifts else 0)
+            _drift_table(f"{compared.a} -> {compared.b}", compared.drift, "A", "B")
+        raise typer.Exit(0 if compared.same else 1)
 
     if not root.is_dir():
         raise UsageError(f"--root {root} is not a directory")
@@ -120,26 +122,18 @@ def lock(
                 f"[yellow]warning:[/yellow] the hash in {locked.path} does not match its stack "
                 "(edited by hand?); comparing the stack as written"
             )
-        drifts = check(locked, doc["stack"])
+        checked = check(locked, doc)
         if json_out:
-            print_json(
-                {
-                    "lock": locked.path,
-                    "same": not drifts,
-                    "locked_hash": locked.doc.get("hash"),
-                    "live_hash": doc["hash"],
-                    "drift": [d.to_dict() for d in drifts],
-                }
-            )
+            print_json(checked.model_dump(mode="json"))
         else:
-            _drift_table(f"{locked.path} vs this machine", drifts, "locked", "live")
-        raise typer.Exit(1 if drifts else 0)
+            _drift_table(f"{checked.lock} vs this machine", checked.drift, "locked", "live")
+        raise typer.Exit(0 if checked.same else 1)
 
     write_output(path, lock_text(doc), overwrite=force)
     if json_out:
-        print_json(doc)
+        print_json(doc.model_dump(mode="json"))
     else:
-        _stack_table(doc["stack"], path, doc["hash"])
+        _stack_table(doc, path)
         console.print(f"wrote {path}; check later with: gpuledger lock --check {path}")
 
 
