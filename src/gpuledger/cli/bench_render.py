@@ -7,9 +7,10 @@ after the answer (``bench_image``, ``bench_train``)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from gpuledger.cli.common import console
+from gpuledger.records.kinds import kind_named
 
 if TYPE_CHECKING:
     from gpuledger.bench.rundocs import ClientView, WorkloadView
@@ -58,10 +59,13 @@ def render_run(info: RunInfo) -> None:
         return
 
     from gpuledger.bench.rundocs import ClientView, ServerView, WorkloadView
-    from gpuledger.kinds.text.summary import TextGenerationSummary
-
     summary = info.summary
-    s = summary if isinstance(summary, TextGenerationSummary) else None  # else: no text tables to draw
+    # the text tables draw a measured text-generation summary (the registry's first summary kind of the
+    # text task); anything else — no summary, a published figure — has none to draw
+    text = kind_named("text")
+    s = cast("TextGenerationSummary", summary) if (
+        summary is not None and summary.kind == text.summary_kinds[0]
+    ) else None
     server = ServerView.of(info.server)
     client = ClientView.of(info.client) if info.client else None
     paragraph(
