@@ -174,3 +174,25 @@ def test_the_store_writes_all_runs_or_none(monkeypatch: pytest.MonkeyPatch) -> N
             store.create_runs([RunInfo(id="", label="a", status="complete"),
                                RunInfo(id="", label="b", status="complete")])
         assert [r.id for r in store.list_runs()] == ["taken001"]
+
+
+def test_the_json_document_is_the_typed_import_and_the_table_shows_its_points(
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpuledger.cli.published_cmds import ImportDocument
+
+    monkeypatch.setenv("COLUMNS", "200")
+    path = _csv(tmp_path, GOOD, "mi300x,8,Llama 3 70B,1024,1024,9000,Vendor blog,2026-05-01")
+    doc = ImportDocument.model_validate(cli("import-results", str(path)))
+    assert doc.source == str(path) and [p.gpu for p in doc.imported] == ["b200", "mi300x"]
+    with open_store() as store:
+        for point in doc.imported:  # each point is the run it names, as stored
+            run = store.get_run(point.id)
+            assert (point.model, point.label) == (run.model, run.label)
+            assert point.output_tokens_per_s == run.summary.rate("output_token")
+    shown = cli("import-results", str(path), json_out=False)
+    assert shown.exit_code == 0
+    rows = [line for line in shown.stdout.splitlines() if "Vendor blog" in line]
+    assert len(rows) == 2
+    assert "8 x b200" in rows[0] and "12,000.0 output tok/s" in rows[0]
+    assert "8 x mi300x" in rows[1] and "9,000.0 output tok/s" in rows[1]

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+from pydantic import BaseModel, ConfigDict, Field
 from rich.table import Table
 from rich.text import Text
 
@@ -29,19 +30,43 @@ def _runs_of(what: str, catalog: Catalog) -> tuple[list[RunInfo], str]:
     return public_points(what, catalog), f"public set {what}"
 
 
-def _imported(run_id: str, info: RunInfo) -> dict[str, Any]:
-    summary = info.summary
-    origin = summary.origin() if summary is not None else None
-    return {
-        "id": run_id,
-        "label": info.label,
-        "model": info.model,
-        "gpu": origin.gpu if origin is not None else None,
-        "gpus": origin.gpus if origin is not None else None,
-        "published_by": origin.by if origin is not None else None,
-        "output_tokens_per_s": summary.rate("output_token") if summary is not None else None,
-        "as_published": _as_published(summary),
-    }
+class ImportedPoint(BaseModel):
+    """One published point as ``import-results`` stored it: the run it became and what was published."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    label: str | None
+    model: str
+    gpu: str | None
+    gpus: int | None
+    published_by: str | None
+    output_tokens_per_s: float | None
+    as_published: str
+
+    @classmethod
+    def of(cls, run_id: str, info: RunInfo) -> ImportedPoint:
+        summary = info.summary
+        origin = summary.origin() if summary is not None else None
+        return cls(
+            id=run_id,
+            label=info.label,
+            model=info.model,
+            gpu=origin.gpu if origin is not None else None,
+            gpus=origin.gpus if origin is not None else None,
+            published_by=origin.by if origin is not None else None,
+            output_tokens_per_s=summary.rate("output_token") if summary is not None else None,
+            as_published=_as_published(summary),
+        )
+
+
+class ImportDocument(BaseModel):
+    """``import-results --json``: where the points came from and each point stored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    source: str = Field(alias="from")
+    imported: tuple[ImportedPoint, ...]
 
 
 def _as_published(summary: object) -> str:
@@ -75,19 +100,21 @@ def import_results_cmd(
     infos, where = _runs_of(source, catalog)
     with open_store(db) as store, err_console.status("importing…"):
         ids = store.create_runs(infos)
-    rows = [_imported(i, info) for i, info in zip(ids, infos, strict=True)]
+    points = tuple(ImportedPoint.of(i, info) for i, info in zip(ids, infos, strict=True))
+    doc = ImportDocument(source=where, imported=points)
     if json_out:
-        print_json({"from": where, "imported": rows})
+        print_json(doc.model_dump(mode="json", by_alias=True))
         return
-    table = Table(title=f"Imported {len(rows)} published point(s) from {where}", title_justify="left")
+    title = f"Imported {len(doc.imported)} published point(s) from {doc.source}"
+    table = Table(title=title, title_justify="left")
     table.add_column("run")
     table.add_column("label", overflow="fold")
     table.add_column("GPUs", justify="right")
     table.add_column("rate as published", justify="right")
     table.add_column("published by", overflow="fold")
-    for r in rows:
-        table.add_row(Text(r["id"]), Text(r["label"]), Text(f"{r['gpus']} x {r['gpu']}"),
-                      Text(r["as_published"]), Text(str(r["published_by"])))
+    for r in doc.imported:
+        table.add_row(Text(r.id), Text(r.label or ""), Text(f"{r.gpus} x {r.gpu}"),
+                      Text(r.as_published), Text(str(r.published_by)))
     console.print(table)
     console.print(Text("  not measured here: `gpuledger cost RUN`, `compare A B` price them like measured "
                        "runs, with their origin in every figure"))
