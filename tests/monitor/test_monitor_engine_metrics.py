@@ -127,9 +127,9 @@ def test_no_tokens_or_no_requests_in_the_window_is_a_reason_never_zero_or_infini
     assert s is not None
     assert s.cost_per_million_total() is None
     assert s.device_seconds_per_request() is None
-    d = s.to_dict()
-    assert "no tokens in the last 10 s" in d["reasons"]["cost_per_million_tokens"]
-    assert "no request finished" in d["reasons"]["device_seconds_per_request"]
+    reasons = s.status().reasons
+    assert "no tokens in the last 10 s" in reasons["cost_per_million_tokens"]
+    assert "no request finished" in reasons["device_seconds_per_request"]
 
 
 def test_llamacpp_window_has_cost_per_token_but_no_per_request_figure() -> None:
@@ -142,7 +142,7 @@ def test_llamacpp_window_has_cost_per_token_but_no_per_request_figure() -> None:
     assert s is not None
     assert s.cost_per_million_output() == pytest.approx(0.01 / 200 * 1e6)
     assert s.busy_seconds_per_request() is None
-    assert "no request counter" in s.to_dict()["reasons"]["busy_device_seconds_per_request"]
+    assert "no request counter" in s.status().reasons["busy_device_seconds_per_request"]
 
 
 def test_without_a_cost_profile_cost_per_token_is_absent_with_the_reason() -> None:
@@ -152,7 +152,7 @@ def test_without_a_cost_profile_cost_per_token_is_absent_with_the_reason() -> No
     s = w.stats()
     assert s is not None
     assert s.cost_per_million_total() is None
-    assert "no cost profile" in s.to_dict()["reasons"]["cost_per_million_tokens"]
+    assert "no cost profile" in s.status().reasons["cost_per_million_tokens"]
     assert s.busy_seconds_per_request() == 1.0
 
 

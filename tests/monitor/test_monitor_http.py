@@ -123,8 +123,9 @@ def test_llamacpp_endpoint_gives_cost_per_token_and_says_why_there_is_no_per_req
     assert one(s, "gpuledger_engine_output_tokens_per_second", engine="llamacpp") > 0
     assert values(s, "gpuledger_gpu_seconds_per_request") == []
     assert values(s, "gpuledger_engine_requests_per_second") == []
-    window = mon.state.to_dict(time.monotonic())["engine"]["window"]
-    assert "no finished-request counter" in window["reasons"]["device_seconds_per_request"]
+    engine = mon.state.status(time.monotonic()).engine
+    assert engine is not None and engine.window is not None
+    assert "no finished-request counter" in engine.window.reasons["device_seconds_per_request"]
 
 
 def test_engine_garbage_or_errors_mark_only_the_engine_down(

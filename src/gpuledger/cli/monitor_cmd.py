@@ -21,6 +21,7 @@ from gpuledger.errors import UsageError
 
 if TYPE_CHECKING:
     from gpuledger.monitor.state import MonitorState
+    from gpuledger.monitor.status import MonitorStatus
 
 # gpuledger.monitor.config.DEFAULT_LISTEN, literal so that `gpuledger --help` does not import the exporter.
 DEFAULT_LISTEN = "127.0.0.1:9835"
@@ -48,44 +49,42 @@ def _status_text(state: MonitorState, url: str) -> str:
     return f"serving {url} · {len(acc)} device(s) · {util}{cost}{alert} · Ctrl-C to stop"
 
 
-def _render(doc: dict[str, Any]) -> None:
-    table = Table(title=f"gpuledger monitor — {doc['uptime_s']:.0f} s on {doc['hostname']}",
+def _render(doc: MonitorStatus) -> None:
+    table = Table(title=f"gpuledger monitor — {doc.uptime_s:.0f} s on {doc.hostname}",
                   title_justify="left")
     for col in ("device", "name", "up", "util now", "energy", "busy", "idle cost", "alert"):
         table.add_column(col)
-    cost = doc["cost"]
-    for d in doc["devices"]:
-        util = d["latest"].get("util_ratio", d["latest"].get("cpu_util_ratio"))
-        energy = (f"{d['energy_j']:.1f} J ({d['energy_method']})" if d["energy_j"] is not None
-                  else "n/a")
-        idle = f"{d['idle_cost']:.4f} {cost['currency']}" if cost and d["idle_cost"] is not None else "—"
-        table.add_row(d["device"], d["name"], "yes" if d["up"] else f"[yellow]no[/yellow] {d['error'] or ''}",
-                      "n/a" if util is None else f"{util * 100:.0f} %", energy, f"{d['busy_s']:.1f} s", idle,
-                      "[red]ACTIVE[/red]" if d["low_utilization_alert"] else "")
+    cost = doc.cost
+    for d in doc.devices:
+        util = d.util_now
+        energy = f"{d.energy_j:.1f} J ({d.energy_method})" if d.energy_j is not None else "n/a"
+        idle = f"{d.idle_cost:.4f} {cost.currency}" if cost and d.idle_cost is not None else "—"
+        table.add_row(d.device, d.name, "yes" if d.up else f"[yellow]no[/yellow] {d.error or ''}",
+                      "n/a" if util is None else f"{util * 100:.0f} %", energy, f"{d.busy_s:.1f} s", idle,
+                      "[red]ACTIVE[/red]" if d.low_utilization_alert else "")
     console.print(table)
     if cost:
-        p = cost["currency"].lower()
-        parts = ", ".join(f"{k} {v:.4f}" for k, v in cost["components"].items() if v)
-        console.print(f"cost accrued: {cost[f'{p}_total']:.4f} {cost['currency']} ({parts or 'nothing yet'}) "
-                      f"— {cost['note']}; power: {cost['power_source']}")
-        if cost["energy_reason"]:
-            console.print(f"  {cost['energy_reason']}")
+        parts = ", ".join(f"{k} {v:.4f}" for k, v in cost.components.items() if v)
+        console.print(f"cost accrued: {cost.total:.4f} {cost.currency} ({parts or 'nothing yet'}) "
+                      f"— {cost.note}; power: {cost.power_source}")
+        if cost.energy_reason:
+            console.print(f"  {cost.energy_reason}")
     else:
-        console.print(doc["cost_note"])
-    eng = doc["engine"]
+        console.print(doc.cost_note)
+    eng = doc.engine
     if eng:
-        w = eng["window"]
-        if not eng["up"]:
-            console.print(f"engine {eng['url']}: down — {eng['reason']}")
-        elif w:
-            cur = cost["currency"] if cost else ""
-            per_m = w["cost_per_million_tokens"]
-            reqs = "n/a" if w["requests"] is None else f"{w['requests']:.0f}"
-            out = "n/a" if w["output_tokens"] is None else f"{w['output_tokens']:.0f}"
+        w = eng.window
+        if not eng.up:
+            console.print(f"engine {eng.url}: down — {eng.reason}")
+        elif w and eng.last:
+            cur = cost.currency if cost else ""
+            per_m = w.cost_per_million_tokens
+            reqs = "n/a" if w.requests is None else f"{w.requests:.0f}"
+            out = "n/a" if w.output_tokens is None else f"{w.output_tokens:.0f}"
             price = "n/a" if per_m is None else f"{per_m:.4f} {cur}"
-            console.print(f"engine {eng['last']['engine']} over {w['window_s']:.0f} s: {out} output tokens, "
+            console.print(f"engine {eng.last.engine} over {w.window_s:.0f} s: {out} output tokens, "
                           f"{reqs} requests; cost per 1M tokens {price}")
-            for key, why in w["reasons"].items():
+            for key, why in w.reasons.items():
                 console.print(f"  {key}: n/a — {why}")
 
 
@@ -153,6 +152,7 @@ def monitor(
 ) -> None:
     """Serve GPU/CPU utilisation, memory, power, energy, temperature and live cost as Prometheus metrics."""
     from gpuledger.monitor import Monitor, MonitorConfig, parse_duration, parse_listen
+    from gpuledger.monitor.status import MonitorSummary
 
     host, port = parse_listen(listen, allow_remote=allow_remote)
     config = MonitorConfig(
@@ -173,13 +173,12 @@ def monitor(
         show, tick = _live_display(mon.state, server.url, duration_s)
         with show:
             mon.run(duration_s=duration_s, handle_signals=True, on_tick=tick)
-        doc = mon.state.to_dict(time.monotonic())
-        doc = {"listen": server.url, **doc}
+        summary = MonitorSummary.of(server.url, mon.state.status(time.monotonic()))
     _log("stopped")
     if json_out:
-        print_json(doc)
+        print_json(summary.model_dump(mode="json"))
         return
-    _render(doc)
+    _render(summary)
 
 
 def register(app: typer.Typer) -> None:

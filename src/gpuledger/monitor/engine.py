@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
 
 from gpuledger.cost.pricing.model import unit_price
 from gpuledger.engines.server_metrics import ENGINE_LABELS, ENGINE_SERIES, EngineCounters
+from gpuledger.monitor.status import EngineWindowStatus
 from gpuledger.records import unit_info
 
 
@@ -85,18 +85,20 @@ class WindowStats:
     def rate(self, value: float | None) -> float | None:
         return None if value is None or self.span_s <= 0 else value / self.span_s
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "window_s": self.span_s, "prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens,
-            "requests": self.requests, "cost": self.cost, "busy_device_seconds": self.busy_s,
-            "allocated_device_seconds": self.device_seconds, "e2e_mean_s": self.e2e_mean_s,
-            "output_tokens_per_s": self.rate(self.output_tokens), "requests_per_s": self.rate(self.requests),
-            "cost_per_million_tokens": self.cost_per_million_total(),
-            "cost_per_million_output_tokens": self.cost_per_million_output(),
-            "device_seconds_per_request": self.device_seconds_per_request(),
-            "busy_device_seconds_per_request": self.busy_seconds_per_request(),
-            "reasons": dict(self.reasons),
-        }
+    def status(self) -> EngineWindowStatus:
+        """The window as the status document shows it; ``reasons`` includes why each figure computed
+        here is absent."""
+        per_m_total, per_m_output = self.cost_per_million_total(), self.cost_per_million_output()
+        per_request, busy_per_request = self.device_seconds_per_request(), self.busy_seconds_per_request()
+        return EngineWindowStatus(
+            window_s=self.span_s, prompt_tokens=self.prompt_tokens, output_tokens=self.output_tokens,
+            requests=self.requests, cost=self.cost, busy_device_seconds=self.busy_s,
+            allocated_device_seconds=self.device_seconds, e2e_mean_s=self.e2e_mean_s,
+            output_tokens_per_s=self.rate(self.output_tokens), requests_per_s=self.rate(self.requests),
+            cost_per_million_tokens=per_m_total, cost_per_million_output_tokens=per_m_output,
+            device_seconds_per_request=per_request, busy_device_seconds_per_request=busy_per_request,
+            reasons=dict(self.reasons),
+        )
 
 
 def _delta(a: float | None, b: float | None) -> float | None:

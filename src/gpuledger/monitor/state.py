@@ -10,13 +10,25 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from gpuledger.cost import CostProfile, HourlyCost, hourly_cost
 from gpuledger.engines.server_metrics import EngineCounters
 from gpuledger.monitor.config import MonitorConfig
 from gpuledger.monitor.engine import EnginePoint, EngineWindow
 from gpuledger.monitor.pricing import GPU_VENDORS, PowerFallback, accounted_devices
+from gpuledger.monitor.status import (
+    AlertSettings,
+    CostStatus,
+    DeviceStatus,
+    EngineScrape,
+    EngineStatus,
+    EventKind,
+    FallbackPower,
+    MonitorEvent,
+    MonitorStatus,
+    SourceStatus,
+)
 from gpuledger.telemetry import DeviceInfo, Reading, Sampler
 from gpuledger.telemetry.sampler import EnergyMethod, counter_check, trapezoid_energy_j
 from gpuledger.urls import redact_url
@@ -250,7 +262,7 @@ class MonitorState:
         self.hostname = config.hostname
         self.sources: dict[str, SourceState] = {}
         self.devices: dict[str, DeviceState] = {}
-        self.events: list[dict[str, Any]] = []
+        self.events: list[MonitorEvent] = []
         found: list[DeviceInfo] = []
         for src in sources:
             devs = src.devices() if src.available else []
@@ -283,8 +295,10 @@ class MonitorState:
     def label(self, dev: DeviceState) -> str:
         return f"{dev.info.key} ({dev.info.name})"
 
-    def _event(self, now: float, kind: str, message: str, **extra: Any) -> str:
-        self.events.append({"t_s": round(now - self.started, 3), "kind": kind, "message": message, **extra})
+    def _event(self, now: float, kind: EventKind, message: str, *, device: str | None = None,
+               active: bool | None = None, source: str | None = None) -> str:
+        self.events.append(MonitorEvent(t_s=round(now - self.started, 3), kind=kind, message=message,
+                                        device=device, active=active, source=source))
         del self.events[:-200]  # the JSON summary keeps the last 200
         return message
 
@@ -530,49 +544,42 @@ class MonitorState:
 
     # ------------------------------------------------------------------ summary
 
-    def to_dict(self, now: float) -> dict[str, Any]:
-        """The ``--json`` summary printed when the monitor stops."""
+    def status(self, now: float) -> MonitorStatus:
+        """The status document (``gpuledger monitor --json`` prints it when the monitor stops)."""
         with self.lock:
-            devices = []
-            for d in self.devices.values():
-                devices.append({
-                    "device": d.info.key, "vendor": d.info.vendor, "name": d.info.name, "uuid": d.info.uuid,
-                    "index": d.info.index, "accounted": d.accounted, "up": d.up(now), "error": d.error,
-                    "sources": sorted(d.sources),
-                    "latest": {m: v for m, (_, v) in sorted(d.latest.items())},
-                    "energy_j": d.meter.total_j if d.meter.has_data else None,
-                    "energy_method": d.meter.method, "energy_reason": d.meter.reason,
-                    "busy_s": d.busy_s, "low_utilization_alert": d.alert.active,
-                    "idle_cost": d.idle_cost if self.cost and d.accounted else None,
-                })
-            cost: dict[str, Any] | None = None
+            devices = tuple(DeviceStatus(
+                device=d.info.key, vendor=d.info.vendor, name=d.info.name, uuid=d.info.uuid,
+                index=d.info.index, accounted=d.accounted, up=d.up(now), error=d.error,
+                sources=tuple(sorted(d.sources)), latest={m: v for m, (_, v) in sorted(d.latest.items())},
+                energy_j=d.meter.total_j if d.meter.has_data else None,
+                energy_method=d.meter.method, energy_reason=d.meter.reason,
+                busy_s=d.busy_s, low_utilization_alert=d.alert.active,
+                idle_cost=d.idle_cost if self.cost and d.accounted else None,
+            ) for d in self.devices.values())
+            cost: CostStatus | None = None
             if self.cost is not None:
                 c = self.cost
-                p = c.currency.lower()
-                cost = {
-                    "profile": c.profile.name, "currency": c.currency, "mode": c.profile.mode, "note": c.note,
-                    f"{p}_total": c.total, "components": dict(c.totals),
-                    f"{p}_per_hour": c.rate.total if c.rate else None, "priced_power_w": c.power_w,
-                    "power_source": c.power_source, "energy_reason": c.energy_reason,
-                    "gpu_count": c.gpu_count,
-                    "fallback_power": {k: {"watts": f.watts, "source": f.source}
-                                       for k, f in c.fallback.items()},
-                }
-            engine: dict[str, Any] | None = None
+                cost = CostStatus(
+                    profile=c.profile.name, currency=c.currency, mode=c.profile.mode, note=c.note,
+                    total=c.total, components=dict(c.totals), per_hour=c.rate.total if c.rate else None,
+                    priced_power_w=c.power_w, power_source=c.power_source, energy_reason=c.energy_reason,
+                    gpu_count=c.gpu_count,
+                    fallback_power={k: FallbackPower(watts=f.watts, source=f.source)
+                                    for k, f in c.fallback.items()},
+                )
+            engine: EngineStatus | None = None
             if self.engine is not None:
                 e = self.engine
                 stats = e.window.stats()
-                engine = {"url": redact_url(e.url), "up": e.up, "reason": e.reason, "scrapes": e.scrapes,
-                          "failures": e.failures, "last": e.last.to_dict() if e.last else None,
-                          "window": stats.to_dict() if stats else None}
-            return {
-                "hostname": self.hostname, "uptime_s": now - self.started,
-                "interval_s": self.config.interval_s,
-                "alert": {"util_ratio": self.config.alert_util, "window_s": self.config.alert_window_s},
-                "sources": [{"name": s.name, "up": s.up, "available_at_start": s.available_at_start,
-                             "reason": s.reason, "devices": list(s.devices)} for s in self.sources.values()],
-                "devices": devices,
-                "cost": cost, "cost_note": self.profile_note,
-                "engine": engine,
-                "events": list(self.events),
-            }
+                engine = EngineStatus(url=redact_url(e.url), up=e.up, reason=e.reason, scrapes=e.scrapes,
+                                      failures=e.failures, last=EngineScrape.of(e.last) if e.last else None,
+                                      window=stats.status() if stats else None)
+            return MonitorStatus(
+                hostname=self.hostname, uptime_s=now - self.started, interval_s=self.config.interval_s,
+                alert=AlertSettings(util_ratio=self.config.alert_util, window_s=self.config.alert_window_s),
+                sources=tuple(SourceStatus(name=s.name, up=s.up, available_at_start=s.available_at_start,
+                                           reason=s.reason, devices=s.devices)
+                              for s in self.sources.values()),
+                devices=devices, cost=cost, cost_note=self.profile_note, engine=engine,
+                events=tuple(self.events),
+            )
