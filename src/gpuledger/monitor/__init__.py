@@ -20,6 +20,7 @@ from gpuledger.monitor.engine import EngineWindow, WindowStats
 from gpuledger.monitor.exporter import MetricsServer, MonitorCollector, build_families, make_registry
 from gpuledger.monitor.runner import Monitor
 from gpuledger.monitor.state import EnergyMeter, LowUtilAlert, MonitorState
+from gpuledger.monitor.status import MonitorStatus, MonitorSummary
 
 __all__ = [
     "EnergyMeter",
@@ -32,6 +33,8 @@ __all__ = [
     "MonitorCollector",
     "MonitorConfig",
     "MonitorState",
+    "MonitorStatus",
+    "MonitorSummary",
     "WindowStats",
     "build_families",
     "is_loopback_host",
