@@ -192,7 +192,7 @@ class CellLost(Exception):
 class CellTasks:
     """Cells submitted as Ray tasks of ``fn(payload, *args)``; ``wait`` for some to end, ``result`` of one."""
 
-    def __init__(self, fn: Callable[..., dict[str, Any]]) -> None:
+    def __init__(self, fn: Callable[..., object]) -> None:
         self._remote = _ray().remote(fn)
         self._refs: dict[Any, ObjectRef] = {}
 
@@ -213,12 +213,13 @@ class CellTasks:
             done = list({*done, *more})
         return [by_ref[ref] for ref in done]
 
-    def result(self, key: Any) -> dict[str, Any]:
-        """What the cell's task returned; ``CellLost`` when it did not return."""
+    def result(self, key: Any) -> object:
+        """What the cell's task returned, unpickled from its worker and not checked (the caller checks it);
+        ``CellLost`` when it did not return."""
         ray = _ray()
         ref = self._refs.pop(key)
         try:
-            out: dict[str, Any] = ray.get(ref)
+            out: object = ray.get(ref)
         except ray.exceptions.RayTaskError as exc:
             cause = getattr(exc, "cause", None) or exc
             raise CellLost(f"the cell's task raised {type(cause).__name__}: {_line(cause)}") from exc

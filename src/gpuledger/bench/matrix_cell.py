@@ -1,11 +1,13 @@
 """One cell of a benchmark matrix at one repeat: the ordinary bench, its run written into the shared store
 under the id the cell reserved, tagged with the matrix, the cell's key and the repeat.
 
-``execute_cell(task)`` is what runs on a Ray worker (``bench.cluster.CellTasks``) or, without Ray, in the
-matrix's own process. It claims the cell (``Store.claim_cell``: a ``complete`` cell is not run again; an
-earlier attempt's unfinished run is replaced), runs the bench (``bench.runner``) with the run's workload
-recording ``matrix = {id, cell, repeat}`` and ``repeat = {group, index, of}`` (the cell's repeats are one
-group: ``cost GROUP``), and records how it ended (``finish_cell``):
+``execute_cell(task)`` is what runs on a Ray worker (``bench.cluster.CellTasks``), as a Slurm task, or,
+without Ray, in the matrix's own process; it returns the cell's ``CellOutcome`` (``outcome``), which the
+matrix checks when it comes from another process (``checked_outcome``). It claims the cell
+(``Store.claim_cell``: a ``complete`` cell is not run again; an earlier attempt's unfinished run is
+replaced), runs the bench (``bench.runner``) with the run's workload recording ``matrix = {id, cell,
+repeat}`` and ``repeat = {group, index, of}`` (the cell's repeats are one group: ``cost GROUP``), and
+records how it ended (``finish_cell``):
 
 - ``complete``: the run finished as planned;
 - ``failed``: the server could not be used (the bench refused to start: the reason), every request failed,
@@ -33,15 +35,17 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import ValidationError
 
 from gpuledger.bench.cluster import current_node
+from gpuledger.bench.matrix_state import CellOutcome, OutcomeStatus
 from gpuledger.bench.runner import Fingerprint, Hooks, run_bench_async
 from gpuledger.errors import GpuledgerError, Interrupted, InvalidInputError, StoreError
 from gpuledger.records import RunInfo, load_spec
 from gpuledger.records.workloads import REPEAT_KEY
 from gpuledger.store import Store, open_store
-from gpuledger.store.matrix import CellStatus
 from gpuledger.urls import REDACTED, redact_url
 
 STOP_POLL_S = 1.0
@@ -50,6 +54,7 @@ MATRIX_KEY = "matrix"
 DB_ENV = "GPULEDGER_MATRIX_DB"
 URL_ENV_PREFIX = "GPULEDGER_MATRIX_URL_"
 TELEMETRY_ENV_PREFIX = "GPULEDGER_MATRIX_TELEMETRY_"
+Ended = Literal["complete", "failed", "incomplete"]  # how a cell that ran ends: in the store and its outcome
 
 
 def _env_suffix(target: str) -> str:
@@ -129,15 +134,28 @@ def from_environment(task: CellTask, env: Mapping[str, str] | None = None) -> Ce
     return dataclasses.replace(task, db=db, spec=spec, telemetry_from=telemetry)
 
 
-def outcome(task: CellTask, status: str, *, run_id: str | None = None, reason: str | None = None,
-            attempt: int = 0, interrupted: bool = False) -> dict[str, Any]:
-    """What a cell reports back to the matrix (plain values); ``interrupted``: its run was stopped by a
-    signal or the matrix's stop."""
-    return {"key": task.key, "repeat": task.repeat, "status": status, "run_id": run_id, "reason": reason,
-            "attempt": attempt, "interrupted": interrupted}
+def outcome(task: CellTask, status: OutcomeStatus, *, run_id: str | None = None, reason: str | None = None,
+            attempt: int = 0, interrupted: bool = False) -> CellOutcome:
+    """What a cell reports back to the matrix; ``interrupted``: its run was stopped by a signal or the
+    matrix's stop."""
+    return CellOutcome(key=task.key, repeat=task.repeat, status=status, run_id=run_id, reason=reason,
+                       attempt=attempt, interrupted=interrupted)
 
 
-def cell_status(info: RunInfo) -> tuple[CellStatus, str | None]:
+def checked_outcome(task: CellTask, value: object, who: str) -> CellOutcome | str:
+    """``value``, what ``who`` (a Ray task, a Slurm task: another process) returned for ``task``, as the
+    cell's outcome; or, when it is not one or is another cell's, why (one line starting with ``who``). It
+    is outside input: anything but a ``CellOutcome`` is validated into one."""
+    try:
+        out = value if isinstance(value, CellOutcome) else CellOutcome.model_validate(value)
+    except ValidationError:
+        return f"{who} returned something that is not its outcome"
+    if (out.key, out.repeat) != (task.key, task.repeat):
+        return f"{who} returned another cell's outcome"
+    return out
+
+
+def cell_status(info: RunInfo) -> tuple[Ended, str | None]:
     """How a cell whose run was stored ended, and why when not as planned."""
     s = info.summary
     if s is not None and s.interrupted is not None:
@@ -198,7 +216,7 @@ def _workload(task: CellTask) -> Mapping[str, Any]:
 
 
 def execute_cell(task: CellTask, environment: Fingerprint | None = None,
-                 telemetry_root: Path = Path("/")) -> dict[str, Any]:
+                 telemetry_root: Path = Path("/")) -> CellOutcome:
     """Run one cell at one repeat into the store (the module docstring says what is recorded)."""
     task = from_environment(task)
     store = open_store(task.db)
@@ -208,7 +226,7 @@ def execute_cell(task: CellTask, environment: Fingerprint | None = None,
         store.close()
 
 
-def _execute(store: Store, task: CellTask, environment: Fingerprint | None, root: Path) -> dict[str, Any]:
+def _execute(store: Store, task: CellTask, environment: Fingerprint | None, root: Path) -> CellOutcome:
     claim = store.claim_cell(task.matrix_id, task.key, task.repeat)
     if claim.outcome != "claimed":
         return outcome(task, "skipped" if claim.outcome == "complete" else "not run", run_id=claim.run_id,
@@ -217,8 +235,8 @@ def _execute(store: Store, task: CellTask, environment: Fingerprint | None, root
     hooks = Hooks(run_id=claim.run_id, workload=_workload(task), stopper=watch.attach,
                   environment=environment, telemetry_from=task.telemetry_from, workers=task.workers)
 
-    def finish(status: CellStatus, reason: str | None, run_id: str | None,
-               interrupted: bool = False) -> dict[str, Any]:
+    def finish(status: Ended, reason: str | None, run_id: str | None,
+               interrupted: bool = False) -> CellOutcome:
         store.finish_cell(task.matrix_id, task.key, task.repeat, status, reason, attempt=claim.attempt)
         return outcome(task, status, run_id=run_id, reason=reason, attempt=claim.attempt,
                        interrupted=interrupted)

@@ -36,13 +36,21 @@ from gpuledger.bench.matrix import Cell, LoadedPlan, group_id
 from gpuledger.bench.matrix_cell import (
     DB_ENV,
     CellTask,
+    checked_outcome,
     execute_cell,
     has_secret,
     outcome,
     telemetry_env_name,
     url_env_name,
 )
-from gpuledger.bench.matrix_state import CellOutcome, State, first_signal_stops, resume_hint
+from gpuledger.bench.matrix_state import (
+    CellOutcome,
+    MatrixStart,
+    OutcomeStatus,
+    State,
+    first_signal_stops,
+    resume_hint,
+)
 from gpuledger.bench.runner import Fingerprint
 from gpuledger.errors import Interrupted, MissingDependencyError, UsageError
 from gpuledger.records.spec import dump_spec
@@ -84,11 +92,11 @@ class MatrixRunDoc(BaseModel):
 
 @dataclass
 class Events:
-    """Who hears how the matrix goes: once at the start (matrix id, runs planned, to run, where), after
-    every cell, and when it is being stopped."""
+    """Who hears how the matrix goes: once at the start (``MatrixStart``: matrix id, runs planned, to run,
+    where), after every cell (its ``CellOutcome``), and when it is being stopped."""
 
-    on_start: Callable[[dict[str, Any]], None] | None = None
-    on_cell: Callable[[dict[str, Any]], None] | None = None
+    on_start: Callable[[MatrixStart], None] | None = None
+    on_cell: Callable[[CellOutcome], None] | None = None
     on_stopping: Callable[[], None] | None = None
     # Slurm: every poll, each cell × repeat still followed and its state (pending, running, done, failed).
     on_progress: Callable[[dict[tuple[str, int], str]], None] | None = None
@@ -103,20 +111,21 @@ class MatrixRun:
     where: str
     resumed: bool
     planned: int
-    outcomes: list[dict[str, Any]] = field(default_factory=list)
+    outcomes: list[CellOutcome] = field(default_factory=list)
     already_complete: int = 0
     not_run: int = 0
     stopped: bool = False
 
-    def count(self, status: str) -> int:
-        return sum(1 for o in self.outcomes if o["status"] == status)
+    def count(self, status: OutcomeStatus) -> int:
+        return sum(1 for o in self.outcomes if o.status == status)
 
     def document(self) -> MatrixRunDoc:
         return MatrixRunDoc(
             matrix_id=self.matrix_id, where=self.where, resumed=self.resumed, planned_runs=self.planned,
             already_complete=self.already_complete, not_run=self.not_run, stopped=self.stopped,
-            outcomes=[CellOutcome.model_validate(o) for o in self.outcomes],
-            counts=RunCounts(**{s: self.count(s) for s in ("complete", "failed", "incomplete", "skipped")}))
+            outcomes=list(self.outcomes),
+            counts=RunCounts(complete=self.count("complete"), failed=self.count("failed"),
+                             incomplete=self.count("incomplete"), skipped=self.count("skipped")))
 
     def to_dict(self) -> dict[str, Any]:
         return self.document().model_dump(mode="json")
@@ -234,11 +243,11 @@ def run_matrix(
         result = MatrixRun(matrix_id, where, resumed, len(loaded.cells) * loaded.repeat,
                            already_complete=complete)
         if events.on_start is not None:
-            events.on_start({"matrix_id": matrix_id, "planned": result.planned, "to_run": len(tasks),
-                             "already_complete": complete, "where": where, "resumed": resumed})
+            events.on_start(MatrixStart(matrix_id=matrix_id, planned=result.planned, to_run=len(tasks),
+                                        already_complete=complete, where=where, resumed=resumed))
         state = State()
 
-        def record(out: dict[str, Any]) -> None:
+        def record(out: CellOutcome) -> None:
             result.outcomes.append(out)
             if events.on_cell is not None:
                 events.on_cell(out)
@@ -272,7 +281,7 @@ def run_matrix(
 
 
 def _in_process(tasks: list[tuple[CellTask, Cell]], environment: Fingerprint | None, state: State,
-                record: Callable[[dict[str, Any]], None], stopping: Callable[[], None]) -> None:
+                record: Callable[[CellOutcome], None], stopping: Callable[[], None]) -> None:
     for task, _cell in tasks:
         if state.stopping:
             return
@@ -284,13 +293,13 @@ def _in_process(tasks: list[tuple[CellTask, Cell]], environment: Fingerprint | N
             record(outcome(task, "incomplete", reason="interrupted (Ctrl-C)"))
             return
         record(out)
-        if out.get("interrupted"):
+        if out.interrupted:
             state.stopping = True
             stopping()
 
 
 def _on_ray(store: Store, tasks: list[tuple[CellTask, Cell]], environment: Fingerprint | None, state: State,
-            record: Callable[[dict[str, Any]], None], stopping: Callable[[], None],
+            record: Callable[[CellOutcome], None], stopping: Callable[[], None],
             max_parallel: int | None) -> None:
     pool = cluster.CellTasks(execute_cell)
     queue = list(tasks)
@@ -310,11 +319,14 @@ def _on_ray(store: Store, tasks: list[tuple[CellTask, Cell]], environment: Finge
                 for key in pool.wait(WAIT_S):
                     task = by_key[key]
                     try:
-                        out = pool.result(key)
+                        # From a worker: checked, as a Slurm task's pickle is (bench.matrix_slurm).
+                        got = checked_outcome(task, pool.result(key), "the cell's Ray task")
                     except cluster.CellLost as exc:  # recorded here: the cell itself could not
-                        store.finish_cell(task.matrix_id, task.key, task.repeat, "failed", str(exc))
-                        out = outcome(task, "failed", reason=str(exc))
-                    record(out)
+                        got = str(exc)
+                    if isinstance(got, str):
+                        store.finish_cell(task.matrix_id, task.key, task.repeat, "failed", got)
+                        got = outcome(task, "failed", reason=got)
+                    record(got)
         except KeyboardInterrupt:
             pool.cancel_all()
             raise
@@ -344,8 +356,8 @@ def run_index(
     result = MatrixRun(matrix_id, "in this process (one run of the matrix)", not created,
                        len(loaded.cells) * loaded.repeat, already_complete=done)
     if events.on_start is not None:
-        events.on_start({"matrix_id": matrix_id, "planned": result.planned, "to_run": 1,
-                         "already_complete": done, "where": result.where, "resumed": not created})
+        events.on_start(MatrixStart(matrix_id=matrix_id, planned=result.planned, to_run=1,
+                                    already_complete=done, where=result.where, resumed=not created))
     try:
         out = execute_cell(task, environment)
     except KeyboardInterrupt:  # before or after the run's window (the window ends its run incomplete)
@@ -357,7 +369,7 @@ def run_index(
         events.on_cell(out)
     if all(c.status not in ("pending", "running") for c in store.matrix_cells(matrix_id)):
         store.set_matrix_status(matrix_id, "finished")
-    if out.get("interrupted"):
+    if out.interrupted:
         result.stopped = True
         raise Interrupted(f"matrix {matrix_id}: run {index} ({cell.key} #{repeat}) stopped, its finished "
                           "requests kept; run it again to take it up")

@@ -31,13 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from gpuledger.bench import slurm
 from gpuledger.bench.matrix import Cell, LoadedPlan
-from gpuledger.bench.matrix_cell import CellTask, execute_cell, outcome
+from gpuledger.bench.matrix_cell import CellTask, checked_outcome, execute_cell, outcome
 from gpuledger.bench.matrix_sections import SlurmSection
-from gpuledger.bench.matrix_state import CellOutcome, State, first_signal_stops, resume_hint
+from gpuledger.bench.matrix_state import CellOutcome, SlurmTaskInfo, State, first_signal_stops, resume_hint
 from gpuledger.bench.runner import Fingerprint
 from gpuledger.errors import InvalidInputError, ResourceError, UsageError
 from gpuledger.facts.runner import Runner
@@ -279,7 +279,7 @@ class SlurmCells:
             raise InvalidInputError(f"cannot write {folder / JOBS_FILE}: {exc.strerror or exc}") from exc
 
     def run(self, store: Store, matrix_id: str, tasks: Sequence[tuple[CellTask, Cell]],
-            environment: Fingerprint | None, state: State, record: Callable[[dict[str, Any]], None],
+            environment: Fingerprint | None, state: State, record: Callable[[CellOutcome], None],
             stopping: Callable[[], None],
             on_progress: Callable[[dict[tuple[str, int], str]], None] | None,
             secrets: Mapping[str, str]) -> None:
@@ -309,7 +309,7 @@ class SlurmCells:
                 raise
 
     def _follow(self, store: Store, matrix_id: str, followed: dict[str, _Followed], arrays: Sequence[str],
-                state: State, record: Callable[[dict[str, Any]], None], stopping: Callable[[], None],
+                state: State, record: Callable[[CellOutcome], None], stopping: Callable[[], None],
                 on_progress: Callable[[dict[tuple[str, int], str]], None] | None) -> None:
         queue = _Queue()
         cancelled = False
@@ -338,8 +338,8 @@ class SlurmCells:
                         continue
                     out = self._ended(store, f, last, cancelled)
                 del followed[job_id]
-                progress[cell] = "failed" if out["status"] == "failed" else (
-                    "not run" if out["status"] == "not run" else "done")
+                progress[cell] = "failed" if out.status == "failed" else (
+                    "not run" if out.status == "not run" else "done")
                 record(out)
             if on_progress is not None:
                 on_progress(dict(progress))
@@ -359,39 +359,31 @@ class SlurmCells:
                                 hint=f"once Slurm answers: {resume_hint(self._loaded.where, matrix_id)}")
 
     @staticmethod
-    def _info(f: _Followed, *, tail: bool) -> dict[str, Any]:
-        return {"job_id": f.job.job_id, "log": str(f.job.log), "log_tail": f.job.log_tail() if tail else []}
+    def _with_info(out: CellOutcome, f: _Followed, *, tail: bool) -> CellOutcome:
+        """``out`` with where its task ran: the job id, the log and (``tail``) the log's last lines."""
+        info = SlurmTaskInfo(job_id=f.job.job_id, log=str(f.job.log),
+                             log_tail=f.job.log_tail() if tail else [])
+        return out.model_copy(update={"slurm": info})
 
-    def _outcome(self, store: Store, f: _Followed) -> dict[str, Any]:
+    def _outcome(self, store: Store, f: _Followed) -> CellOutcome:
         """What a task that left a result reported (checked: a pickle is from outside too)."""
         ok, value = f.job.result()
-        reason = None if ok else f"the cell's Slurm task {f.job.job_id} raised {value}"
-        if ok:
-            try:
-                out = CellOutcome.model_validate(value).model_dump()
-            except ValidationError:
-                reason = f"the cell's Slurm task {f.job.job_id} returned something that is not its outcome"
-            else:
-                if (out["key"], out["repeat"]) != (f.task.key, f.task.repeat):
-                    reason = f"the cell's Slurm task {f.job.job_id} returned another cell's outcome"
-        if reason is not None:
-            store.finish_cell(f.task.matrix_id, f.task.key, f.task.repeat, "failed", reason)
-            out = outcome(f.task, "failed", reason=reason)
-        out["slurm"] = self._info(f, tail=out["status"] == "failed")
-        return out
+        who = f"the cell's Slurm task {f.job.job_id}"
+        got = checked_outcome(f.task, value, who) if ok else f"{who} raised {value}"
+        if isinstance(got, str):
+            store.finish_cell(f.task.matrix_id, f.task.key, f.task.repeat, "failed", got)
+            got = outcome(f.task, "failed", reason=got)
+        return self._with_info(got, f, tail=got.status == "failed")
 
-    def _ended(self, store: Store, f: _Followed, last_state: str | None, cancelled: bool) -> dict[str, Any]:
+    def _ended(self, store: Store, f: _Followed, last_state: str | None, cancelled: bool) -> CellOutcome:
         """A task that left the queue without a result: cancelled before it started (Ctrl-C), or failed."""
         t = f.task
         cells = {(c.key, c.repeat): c for c in store.matrix_cells(t.matrix_id)}
         row = cells.get((t.key, t.repeat))
         if cancelled and row is not None and row.status == "pending":
             out = outcome(t, "not run", reason="cancelled before it started (the matrix was stopped)")
-            out["slurm"] = self._info(f, tail=False)
-            return out
+            return self._with_info(out, f, tail=False)
         ended = f"ended {last_state}" if last_state else "left the queue"
         reason = f"Slurm task {f.job.job_id} {ended} without a result (its log: {f.job.log})"
         store.finish_cell(t.matrix_id, t.key, t.repeat, "failed", reason)
-        out = outcome(t, "failed", reason=reason)
-        out["slurm"] = self._info(f, tail=True)
-        return out
+        return self._with_info(outcome(t, "failed", reason=reason), f, tail=True)

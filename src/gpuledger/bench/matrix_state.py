@@ -1,6 +1,10 @@
 """What a matrix's cells come to and how a matrix is stopped, shared by its backends (``bench.matrix_run``
-runs them in this process or on Ray, ``bench.matrix_slurm`` on Slurm): a cell's outcome, the stopping
-state, the signal handling that stops it, and the command that resumes it."""
+runs them in this process or on Ray, ``bench.matrix_slurm`` on Slurm): what the matrix announces when it
+starts (``MatrixStart``), a cell's outcome (``CellOutcome``, with ``SlurmTaskInfo`` on Slurm), the stopping
+state, the signal handling that stops it, and the command that resumes it.
+
+The models are frozen; a ``CellOutcome`` is what a cell returns from wherever it ran (it pickles across to
+the matrix from a Ray worker or a Slurm task), what ``Events.on_cell`` hears and what ``--json`` lists."""
 
 from __future__ import annotations
 
@@ -13,7 +17,23 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-_DOC = ConfigDict(extra="forbid")
+_DOC = ConfigDict(extra="forbid", frozen=True)
+OutcomeStatus = Literal["complete", "failed", "incomplete", "skipped", "not run"]
+
+
+class MatrixStart(BaseModel):
+    """What the matrix announces once it knows what it will run (``Events.on_start``): its id, the runs its
+    plan makes, how many of them this invocation runs and how many were complete before, where the cells
+    run, and whether it takes up an earlier matrix."""
+
+    model_config = _DOC
+
+    matrix_id: str
+    planned: int
+    to_run: int
+    already_complete: int
+    where: str
+    resumed: bool
 
 
 class SlurmTaskInfo(BaseModel):
@@ -33,7 +53,7 @@ class CellOutcome(BaseModel):
 
     key: str
     repeat: int
-    status: Literal["complete", "failed", "incomplete", "skipped", "not run"]
+    status: OutcomeStatus
     run_id: str | None = None
     reason: str | None = None
     attempt: int = 0
@@ -75,4 +95,5 @@ def first_signal_stops(state: State) -> Iterator[None]:
                 signal.signal(sig, old)
 
 
-__all__ = ["CellOutcome", "SlurmTaskInfo", "State", "first_signal_stops", "resume_hint"]
+__all__ = ["CellOutcome", "MatrixStart", "OutcomeStatus", "SlurmTaskInfo", "State", "first_signal_stops",
+           "resume_hint"]

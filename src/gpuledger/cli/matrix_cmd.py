@@ -12,7 +12,7 @@ says how to resume).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.text import Text
@@ -23,6 +23,7 @@ from gpuledger.errors import EngineError, UsageError
 if TYPE_CHECKING:
     from gpuledger.bench.matrix import Cell, LoadedPlan
     from gpuledger.bench.matrix_run import MatrixRun
+    from gpuledger.bench.matrix_state import CellOutcome, MatrixStart
 
 SHOW = "show"
 EMIT_KINDS = ("k8s", "kubernetes")
@@ -109,24 +110,23 @@ def _run(plan: Path, *, ray: str, backend: str, db: str | None, resume: str | No
     bar = Progress(TextColumn("cells"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
                    TimeElapsedColumn(), console=err_console, disable=not show, transient=True)
     task = bar.add_task("", total=None)
-    failed: list[dict[str, Any]] = []
+    failed: list[CellOutcome] = []
 
-    def started(info: dict[str, Any]) -> None:
+    def started(info: MatrixStart) -> None:
         err_console.print(
-            f"matrix {info['matrix_id']}{' (resumed)' if info['resumed'] else ''}: {info['to_run']} of "
-            f"{info['planned']} runs to do ({info['already_complete']} already complete); cells run "
-            f"{info['where']}",
+            f"matrix {info.matrix_id}{' (resumed)' if info.resumed else ''}: {info.to_run} of "
+            f"{info.planned} runs to do ({info.already_complete} already complete); cells run {info.where}",
             markup=False, highlight=False)
-        bar.update(task, total=info["to_run"])
+        bar.update(task, total=info.to_run)
 
-    def ended(out: dict[str, Any]) -> None:
-        where = out.get("slurm") or {}
-        if out["status"] == "failed":
+    def ended(out: CellOutcome) -> None:
+        where = out.slurm
+        if out.status == "failed":
             failed.append(out)
-            job = f" (Slurm job {where['job_id']}, log {where['log']})" if where else ""
-            err_console.print(Text("failed: ", style="red") + Text(f"{out['key']} #{out['repeat']}: "
-                                                                   f"{out['reason']}{job}"))
-            for line in where.get("log_tail") or []:
+            job = f" (Slurm job {where.job_id}, log {where.log})" if where is not None else ""
+            err_console.print(Text("failed: ", style="red") + Text(f"{out.key} #{out.repeat}: "
+                                                                   f"{out.reason}{job}"))
+            for line in where.log_tail if where is not None else []:
                 err_console.print(Text(f"  | {line}", style="dim"))
         bar.update(task, advance=1, description=f"{len(failed)} failed" if failed else "")
 
@@ -154,7 +154,7 @@ def _run(plan: Path, *, ray: str, backend: str, db: str | None, resume: str | No
     _finish(result, failed, json_out)
 
 
-def _finish(result: MatrixRun, failed: list[dict[str, Any]], json_out: bool) -> None:
+def _finish(result: MatrixRun, failed: list[CellOutcome], json_out: bool) -> None:
     doc = result.document()
     if json_out:
         print_json(doc.model_dump(mode="json"))
@@ -168,7 +168,7 @@ def _finish(result: MatrixRun, failed: list[dict[str, Any]], json_out: bool) -> 
     if failed:
         first = failed[0]
         raise EngineError(f"matrix {doc.matrix_id}: {len(failed)} of {len(doc.outcomes)} runs failed; "
-                          f"the first: {first['key']} #{first['repeat']}: {first['reason']}",
+                          f"the first: {first.key} #{first.repeat}: {first.reason}",
                           hint=f"gpuledger matrix show {doc.matrix_id} lists every cell with its reason")
 
 
