@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+
+import pytest
 
 from gpuledger.cli.main import main
 
@@ -45,3 +48,20 @@ def test_the_cli_does_not_import_the_http_stack_or_the_exporter_to_start() -> No
     code = f"import sys, gpuledger.cli.main; print(sorted(m for m in {heavy} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize(("given", "kept"), [(None, "__all__"), ("", ""), ("logfire", "logfire")])
+def test_the_console_script_loads_no_pydantic_plugin_unless_the_user_says(
+    given: str | None, kept: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The console script sets PYDANTIC_DISABLE_PLUGINS=__all__ (no scan of every distribution's entry
+    points at the first model); a value the user set, empty included, is theirs."""
+    if given is None:
+        monkeypatch.delenv("PYDANTIC_DISABLE_PLUGINS", raising=False)
+    else:
+        monkeypatch.setenv("PYDANTIC_DISABLE_PLUGINS", given)
+    monkeypatch.setattr(sys, "argv", ["gpuledger", "--version"])
+    with pytest.raises(SystemExit) as ended:
+        main()
+    assert ended.value.code == 0 and capsys.readouterr().out.strip()
+    assert os.environ["PYDANTIC_DISABLE_PLUGINS"] == kept

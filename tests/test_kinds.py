@@ -119,6 +119,11 @@ def test_a_kinds_report_part_is_its_REPORT(kind: WorkloadKind) -> None:
     assert report.sections and all(callable(s) for s in report.sections)
 
 
+def test_a_kinds_items_word_is_the_one_its_report_speaks(kind: WorkloadKind) -> None:
+    """``runs`` and ``show`` read the registry's word without loading the report facet: the same word."""
+    assert kind.items == _facet(kind, "report").REPORT.items != "items"
+
+
 def test_a_kinds_pricing_when_it_has_one_gives_its_cost_extras(kind: WorkloadKind) -> None:
     if not kind.has("pricing"):
         pytest.skip(f"{kind.name} is priced by its units alone")

@@ -211,6 +211,11 @@ def _quiet_stdout() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point. Returns (and, as a console script, exits with) the documented exit code."""
+    if argv is None:
+        # The console script loads no pydantic plugin: looking for them reads every installed
+        # distribution's entry points when the first model is built (~55 ms of `gpuledger runs` on a
+        # 2-core machine, benchmarks/startup_time.py). A value the user set is kept ("" loads them).
+        os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     restore = install_signal_handlers()
     try:
         code = _run(argv)

@@ -89,7 +89,6 @@ def runs(
 ) -> None:
     """List stored runs, newest first: id, when, label, engine, model, status, requests (steps), what each
     made in its own unit (output tokens, images, training tokens) and its rate."""
-    from gpuledger.report.kinds import report_of
     from gpuledger.report.run_documents import RunEntry, runs_document
 
     cutoff = parse_since(since)
@@ -111,7 +110,7 @@ def runs(
         entry = RunEntry.of(r)
         rows.append((
             r.id, _local(r.created_at), Text(r.label), Text(r.engine), Text(r.model),
-            Text(r.status, style=colours.get(r.status, "")), f"{r.num_requests:,} {report_of(r).items}",
+            Text(r.status, style=colours.get(r.status, "")), f"{r.num_requests:,} {_items(r)}",
             _work_text(entry.work), _rate_text(entry.rate),
         ))
     for u in found.unreadable:  # a corrupt row (store.list_runs): its id and why, the others as usual
@@ -185,10 +184,10 @@ def _header_rows(run: RunInfo, env_hash: str | None) -> list[tuple[str, str]]:
 
 
 def _items(run: RunInfo) -> str:
-    """What the run's items are (requests, steps): its kind's word."""
-    from gpuledger.report.kinds import report_of
+    """What the run's items are (requests, steps): its kind's word, from the registry."""
+    from gpuledger.records.kinds import items_of
 
-    return report_of(run).items
+    return items_of(run.summary.kind if run.summary is not None else None, run.config.kind)
 
 
 def _summary_rows(run: RunInfo) -> list[tuple[str, str]]:

@@ -35,14 +35,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
-
-import aiohttp
-from prometheus_client.parser import text_string_to_metric_families
 
 from gpuledger.errors import EngineError
 from gpuledger.urls import redact_text, redact_url
+
+if TYPE_CHECKING:  # imported where used: the report and `runs` read STATE_SERIES without a client or a parser
+    import aiohttp
 
 EngineKind = Literal["vllm", "sglang", "llamacpp"]
 MAX_BODY_BYTES = 32 * 1024 * 1024
@@ -106,6 +106,8 @@ def normalise_engine_url(url: str) -> str:
 def parse_engine_metrics(text: str) -> EngineCounters:
     """The engine's counters from its exposition text. Unparseable text, or text with none of the
     engines' series, is an :class:`EngineMetricsError` saying which."""
+    from prometheus_client.parser import text_string_to_metric_families
+
     sums: dict[str, float] = {}
     models: set[str] = set()
     families = 0
@@ -149,6 +151,8 @@ def parse_engine_metrics(text: str) -> EngineCounters:
 
 async def fetch_engine_metrics(session: aiohttp.ClientSession, url: str, timeout_s: float) -> str:
     """GET ``url`` and return its text; every failure is an :class:`EngineMetricsError`."""
+    import aiohttp
+
     try:
         async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout_s),
                                allow_redirects=False) as resp:
@@ -225,6 +229,8 @@ class StatePoint:
 
 def parse_state(text: str, kind: str, t: float) -> StatePoint:
     """The state series of ``kind`` in one exposition text (``EngineMetricsError`` if it is not one)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
     series = STATE_SERIES[kind]
     wanted = {series.running, series.waiting, *series.kv_usage}
     if series.preemptions:

@@ -68,7 +68,11 @@ class WorkloadKind:
     ``default_engine`` (run without ``--engine``), ``engine_aliases`` (what ``--engine NAME`` means under this
     task when NAME is another task's engine: ``--task train --engine torch`` is ``torch-train``) and ``flags``
     (the bench options that are its own: given to another task's engine they are refused with one line; an
-    option several tasks take, ``--steps``, is listed by each)."""
+    option several tasks take, ``--steps``, is listed by each).
+
+    ``items``: what its runs' ``num_ok`` / ``num_failed`` count (requests, steps): the word ``runs`` and
+    ``show`` print beside the count without loading the kind's report facet (whose ``KindReport.items``
+    says the same, held equal by tests/test_kinds.py)."""
 
     name: str
     about: str
@@ -82,6 +86,7 @@ class WorkloadKind:
     default_engine: str = ""
     engine_aliases: Mapping[str, str] = field(default_factory=dict)
     flags: tuple[str, ...] = ()
+    items: str = "items"
 
     def has(self, facet: str) -> bool:
         return facet in self.facets
@@ -139,6 +144,13 @@ def kind_of_summary(summary_kind: str) -> WorkloadKind | None:
 def kind_of_spec(spec_kind: str) -> WorkloadKind | None:
     """The kind whose runs store specs of ``spec_kind`` (None: no kind registered one)."""
     return next((k for k in kinds() if spec_kind in k.spec_kinds), None)
+
+
+def items_of(summary_kind: str | None, spec_kind: str) -> str:
+    """The noun of a run's items: its summary's kind's, else (a run not summarised) its spec's; "items"
+    for a run of no registered kind."""
+    kind = kind_of_summary(summary_kind) if summary_kind is not None else kind_of_spec(spec_kind)
+    return kind.items if kind is not None else "items"
 
 
 def engine_names_of_kinds() -> tuple[EngineName, ...]:

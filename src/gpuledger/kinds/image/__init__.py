@@ -20,6 +20,7 @@ KIND = WorkloadKind(
                    default_base_url="http://127.0.0.1:8000"),
     ),
     default_engine="diffusers",
+    items="requests",
     flags=("steps", "height", "width", "batch_size", "guidance", "scheduler", "num_images", "workflow", "set",
            "prompt", "negative_prompt"),
 )

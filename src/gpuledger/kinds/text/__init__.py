@@ -21,6 +21,7 @@ KIND = WorkloadKind(
         EngineName("torch", "in-process PyTorch", "torch"),
     ),
     default_engine="openai",
+    items="requests",
     flags=("model_config", "turns", "think_time", "prefix_len", "prefix_groups", "prefix_ratio", "trace",
            "trace_speed"),
 )

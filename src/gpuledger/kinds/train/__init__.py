@@ -15,6 +15,7 @@ KIND = WorkloadKind(
         EngineName("torch-train", "in-process PyTorch training (--task train --engine torch)", "training"),
     ),
     default_engine="torch-train",
+    items="steps",
     engine_aliases={"torch": "torch-train"},
     flags=("steps", "batch_size", "seq_len", "grad_accum", "warmup_steps", "optimizer", "learning_rate",
            "activation_checkpointing", "compile", "data"),
