@@ -35,7 +35,6 @@ import contextlib
 import json
 import time
 import uuid
-from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -43,8 +42,19 @@ import aiohttp
 from gpuledger.boundedio import TooLarge, read_body
 from gpuledger.engines.base import CANNOT_CONNECT, ServerInfo
 from gpuledger.engines.image.base import ImageRequest, ImageResult
+from gpuledger.engines.image.comfyui_messages import CACHED_NOTE as CACHED_NOTE
+from gpuledger.engines.image.comfyui_messages import OUTPUT_CLASSES as OUTPUT_CLASSES
+from gpuledger.engines.image.comfyui_messages import WS_DROPPED_NOTE as WS_DROPPED_NOTE
+from gpuledger.engines.image.comfyui_messages import (
+    Track,
+    clip,
+    fill_result,
+    parse_message,
+    read_history,
+    rejection,
+)
 from gpuledger.engines.image.thumbs import thumbnail_of_bytes
-from gpuledger.engines.image.workflow import OUTPUT_IMAGE_KEYS, Patched, Workflow, patch
+from gpuledger.engines.image.workflow import Patched, Workflow, patch
 from gpuledger.errors import EngineError
 from gpuledger.kinds.image.spec import ImageSpec
 from gpuledger.kinds.image.summary import NodeTime
@@ -62,56 +72,6 @@ MAX_EARLY_MESSAGES = 10_000
 # that sends messages about unknown prompts (or huge ones) costs at most this much memory.
 MAX_EARLY_BYTES = 16 * 1024**2
 MAX_SMALL_BYTES = 64 * 1024  # answers of /interrupt and /queue: read and dropped
-OUTPUT_CLASSES = ("SaveImage", "PreviewImage")
-CACHED_NOTE = (
-    "ComfyUI served this prompt from its cache (every node but the outputs was cached: the same inputs ran "
-    "before): it did no denoising — give another --seed"
-)
-WS_DROPPED_NOTE = (
-    "the websocket dropped while this prompt ran: its end is when /history showed it done (an upper bound), "
-    "its queue wait and execution are ComfyUI's own timestamps, its per-node times are missing"
-)
-
-
-@dataclass(slots=True)
-class _Track:
-    """What the websocket said about one prompt so far (perf_counter times)."""
-
-    t_send: float
-    t_start: float | None = None
-    t_end: float | None = None
-    current: str | None = None
-    current_since: float | None = None
-    nodes: list[NodeTime] = field(default_factory=list)
-    progress_nodes: set[str] = field(default_factory=set)
-    steps: list[float] = field(default_factory=list)
-    outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
-    error: str | None = None
-    error_node: str | None = None
-    ws_lost: bool = False
-    # (created, execution_start, end) from /history, server clock, seconds
-    history: tuple[float | None, float | None, float | None] | None = None
-    done: asyncio.Event = field(default_factory=asyncio.Event)
-    poke: asyncio.Event = field(default_factory=asyncio.Event)  # done, or the websocket dropped
-
-    def finish(self) -> None:
-        self.done.set()
-        self.poke.set()
-
-    def close_node(self, now: float, classes: dict[str, str | None]) -> None:
-        if self.current is not None and self.current_since is not None:
-            self.nodes.append(
-                NodeTime(
-                    node=self.current,
-                    class_type=classes.get(self.current),
-                    seconds=max(now - self.current_since, 0.0),
-                )
-            )
-        self.current, self.current_since = None, None
-
-
-def _str(value: Any, limit: int = 500) -> str:
-    return str(value)[:limit]
 
 
 class ComfyUIEngine:
@@ -144,7 +104,7 @@ class ComfyUIEngine:
         self._session: aiohttp.ClientSession | None = None
         self._ws: aiohttp.ClientWebSocketResponse | None = None
         self._reader: asyncio.Task[None] | None = None
-        self._tracks: dict[str, _Track] = {}
+        self._tracks: dict[str, Track] = {}
         # Messages about prompts not registered yet: (when, the message's text), kept as text (its size is
         # what it costs) and parsed again when the prompt registers.
         self._early: dict[str, list[tuple[float, str]]] = {}
@@ -164,7 +124,7 @@ class ComfyUIEngine:
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             await self.close()
             raise EngineError(
-                f"{CANNOT_CONNECT} to ComfyUI at {self.display_url}: {_str(exc, 200)}",
+                f"{CANNOT_CONNECT} to ComfyUI at {self.display_url}: {clip(exc, 200)}",
                 hint="start ComfyUI (python main.py --listen) or give --base-url",
             ) from exc
         if not isinstance(stats, dict) or not isinstance(stats.get("system"), dict):
@@ -176,7 +136,7 @@ class ComfyUIEngine:
         except (aiohttp.ClientError, TimeoutError) as exc:
             await self.close()
             raise EngineError(
-                f"{CANNOT_CONNECT} to ComfyUI's websocket at {self.display_url}/ws: {_str(exc, 200)}"
+                f"{CANNOT_CONNECT} to ComfyUI's websocket at {self.display_url}/ws: {clip(exc, 200)}"
             ) from exc
         self._reader = asyncio.create_task(self._read_loop())
         system = stats["system"]
@@ -184,11 +144,11 @@ class ComfyUIEngine:
         devices: list[Any] = raw_devices if isinstance(raw_devices, list) else []
         return ServerInfo(
             kind="comfyui",
-            version=_str(system.get("comfyui_version"), 64) if system.get("comfyui_version") else None,
+            version=clip(system.get("comfyui_version"), 64) if system.get("comfyui_version") else None,
             version_source="/system_stats system.comfyui_version",
             models=[self.model],
             details={
-                "pytorch_version": _str(system.get("pytorch_version"), 64),
+                "pytorch_version": clip(system.get("pytorch_version"), 64),
                 "devices": [
                     {k: d.get(k) for k in ("name", "type", "vram_total", "torch_vram_total")}
                     for d in devices[:16]
@@ -281,7 +241,7 @@ class ComfyUIEngine:
         await asyncio.sleep(5.0)  # keep trying now and then; requests follow /history meanwhile
 
     def _on_text(self, text: str) -> None:
-        parsed = _message(text)
+        parsed = parse_message(text)
         if parsed is None:
             return
         pid, kind, data = parsed
@@ -318,7 +278,7 @@ class ComfyUIEngine:
         self.early_dropped += len(messages)
         return messages
 
-    def _apply(self, track: _Track, kind: str, data: dict[str, Any], now: float) -> None:
+    def _apply(self, track: Track, kind: str, data: dict[str, Any], now: float) -> None:
         """One websocket message of ``track``'s prompt, received at ``now``."""
         if track.done.is_set():
             return
@@ -357,12 +317,12 @@ class ComfyUIEngine:
         elif kind in ("execution_error", "execution_interrupted"):
             track.close_node(now, classes)
             track.t_end = now
-            where = _str(data.get("node_id"), 64)
-            what = _str(data.get("node_type"), 128)
+            where = clip(data.get("node_id"), 64)
+            what = clip(data.get("node_type"), 128)
             if kind == "execution_error":
                 track.error = (
                     f"execution error at node {where} ({what}): "
-                    f"{_str(data.get('exception_type'), 200)}: {_str(data.get('exception_message'))}"
+                    f"{clip(data.get('exception_type'), 200)}: {clip(data.get('exception_message'))}"
                 )
             else:
                 track.error = f"interrupted at node {where} ({what})"
@@ -397,15 +357,15 @@ class ComfyUIEngine:
             pid = await self._queue(patched, result)
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             result.t_end = time.perf_counter()
-            result.error = f"{CANNOT_CONNECT} to {self.display_url}/prompt: {_str(exc, 200)}"
+            result.error = f"{CANNOT_CONNECT} to {self.display_url}/prompt: {clip(exc, 200)}"
             return result
         if pid is None:
             result.t_end = time.perf_counter()
             return result
-        track = _Track(t_send=t_send)
+        track = Track(t_send=t_send)
         self._tracks[pid] = track
         for when, text in self._drop_early(pid):
-            parsed = _message(text)
+            parsed = parse_message(text)
             if parsed is not None:
                 self._apply(track, parsed[1], parsed[2], when)
         result.prompt_id = pid
@@ -417,7 +377,7 @@ class ComfyUIEngine:
             raise
         finally:
             self._tracks.pop(pid, None)
-        self._fill(result, track, patched)
+        fill_result(result, track, patched)
         if req.keep_thumbnail and result.error is None:
             await self._thumbnail(result, track, req.index)
         return result
@@ -435,10 +395,10 @@ class ComfyUIEngine:
                 doc = {}
             if r.status == 200 and isinstance(doc, dict) and isinstance(doc.get("prompt_id"), str):
                 return str(doc["prompt_id"])[:128]
-            result.error = _rejection(r.status, doc)
+            result.error = rejection(r.status, doc)
             return None
 
-    async def _follow(self, pid: str, track: _Track, result: ImageResult) -> None:
+    async def _follow(self, pid: str, track: Track, result: ImageResult) -> None:
         deadline = track.t_send + self.request_timeout_s
         while not track.done.is_set():
             left = deadline - time.perf_counter()
@@ -458,53 +418,10 @@ class ComfyUIEngine:
                 if await self._from_history(pid, track):
                     return
 
-    async def _from_history(self, pid: str, track: _Track) -> bool:
+    async def _from_history(self, pid: str, track: Track) -> bool:
         """Finish ``track`` from ``/history/{pid}`` when ComfyUI has it done; False when not yet."""
         doc = await self._get_json(f"/history/{pid}", timeout=10.0)
-        entry = doc.get(pid) if isinstance(doc, dict) else None
-        status = entry.get("status") if isinstance(entry, dict) else None
-        if (
-            not isinstance(status, dict)
-            or not status.get("completed")
-            and status.get("status_str") != "error"
-        ):
-            return False
-        now = time.perf_counter()
-        track.ws_lost = track.ws_lost or not track.done.is_set()
-        stamps: dict[str, float] = {}
-        for item in status.get("messages") or []:
-            if isinstance(item, list) and len(item) == 2 and isinstance(item[1], dict):
-                ts = item[1].get("timestamp")
-                if isinstance(ts, int | float) and not isinstance(ts, bool):
-                    stamps[str(item[0])] = float(ts) / 1000.0
-                if item[0] == "execution_error" and track.error is None:
-                    data = item[1]
-                    track.error = (
-                        f"execution error at node {_str(data.get('node_id'), 64)} "
-                        f"({_str(data.get('node_type'), 128)}): {_str(data.get('exception_type'), 200)}"
-                        f": {_str(data.get('exception_message'))}"
-                    )
-                    track.error_node = f"{_str(data.get('node_id'), 64)} {_str(data.get('node_type'), 128)}"
-        if status.get("status_str") == "error" and track.error is None:
-            track.error = "execution error (ComfyUI's history has no details)"
-        prompt = entry.get("prompt") if isinstance(entry, dict) else None
-        created = None
-        if isinstance(prompt, list) and len(prompt) > 3 and isinstance(prompt[3], dict):
-            ct = prompt[3].get("create_time")
-            created = float(ct) / 1000.0 if isinstance(ct, int | float) and not isinstance(ct, bool) else None
-        start, end = (
-            stamps.get("execution_start"),
-            stamps.get("execution_success") or stamps.get("execution_error"),
-        )
-        track.history = (created, start, end)
-        outputs = entry.get("outputs") if isinstance(entry, dict) else None
-        if isinstance(outputs, dict):
-            for node, out in outputs.items():
-                if isinstance(out, dict):
-                    track.outputs.setdefault(str(node)[:64], out)
-        track.t_end = track.t_end or now
-        track.finish()
-        return True
+        return read_history(pid, doc, track)
 
     async def _interrupt(self, pid: str) -> None:
         assert self._session is not None
@@ -515,57 +432,7 @@ class ComfyUIEngine:
                 with contextlib.suppress(TooLarge):
                     await read_body(r.content, MAX_SMALL_BYTES, what=path)
 
-    def _fill(self, result: ImageResult, track: _Track, patched: Patched) -> None:
-        result.t_end = track.t_end or time.perf_counter()
-        result.error = result.error or track.error
-        result.error_node = track.error_node
-        if track.ws_lost and track.history is not None:
-            created, start, end = track.history
-            result.notes.append(WS_DROPPED_NOTE)
-            if created is not None and start is not None:
-                result.queue_wait_s = max(start - created, 0.0)
-            if start is not None and end is not None:
-                result.execution_s = max(end - start, 0.0)
-        else:
-            if track.t_start is not None:
-                result.queue_wait_s = track.t_start - track.t_send
-                result.execution_s = max(result.t_end - track.t_start, 0.0)
-            result.nodes = track.nodes or None
-        result.step_end = list(track.steps)
-        result.steps = len(track.steps) if track.steps else None
-        timed = [n.seconds for n in track.nodes if n.node in track.progress_nodes and n.seconds is not None]
-        result.denoise_s = sum(timed) if timed else None
-        files: list[str] = []
-        saved = temp = 0
-        for out in track.outputs.values():
-            for key in OUTPUT_IMAGE_KEYS:
-                for item in out.get(key) or []:
-                    if isinstance(item, dict) and isinstance(item.get("filename"), str):
-                        files.append(item["filename"][:200])
-                        if item.get("type") == "output":
-                            saved += 1
-                        else:
-                            temp += 1
-        result.images = saved or temp
-        result.outputs = files[:100] or None
-        others = sorted({k for out in track.outputs.values() for k in out if k not in OUTPUT_IMAGE_KEYS})
-        if result.error is None and not result.images:
-            result.notes.append(
-                "the workflow produced no images"
-                + (f" (its outputs: {', '.join(o[:40] for o in others[:5])})" if others else "")
-            )
-        ran = [n for n in track.nodes if not n.cached]
-        if (
-            result.error is None
-            and track.nodes
-            and not track.steps
-            and all(n.class_type in OUTPUT_CLASSES or n.cached for n in track.nodes)
-            and len(ran) < len(track.nodes)
-        ):
-            result.notes.append(CACHED_NOTE)
-        result.notes.extend(patched.unplaced)
-
-    async def _thumbnail(self, result: ImageResult, track: _Track, index: int) -> None:
+    async def _thumbnail(self, result: ImageResult, track: Track, index: int) -> None:
         assert self._session is not None
         item = next(
             (
@@ -593,7 +460,7 @@ class ComfyUIEngine:
             result.notes.append(f"thumbnail not kept: /view answered more than {MAX_VIEW_BYTES} bytes")
             return
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            result.notes.append(f"thumbnail not kept: /view failed ({_str(exc, 100)})")
+            result.notes.append(f"thumbnail not kept: /view failed ({clip(exc, 100)})")
             return
         if status != 200:
             result.notes.append(f"thumbnail not kept: /view answered HTTP {status}")
@@ -604,42 +471,3 @@ class ComfyUIEngine:
             result.thumbnails.append(thumb)
         elif why:
             result.notes.append(why)
-
-
-def _message(text: str) -> tuple[str, str, dict[str, Any]] | None:
-    """A websocket text message as (prompt id, type, data); None when it is not one about a prompt."""
-    try:
-        msg = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(msg, dict) or not isinstance(msg.get("data"), dict):
-        return None
-    kind, data = msg.get("type"), msg["data"]
-    pid = data.get("prompt_id")
-    if not isinstance(pid, str) or not isinstance(kind, str):
-        return None
-    return pid, kind, data
-
-
-def _rejection(status: int, doc: Any) -> str:
-    """A refused ``POST /prompt`` in one line: ComfyUI's error and the first node error."""
-    if not isinstance(doc, dict):
-        return f"prompt rejected: HTTP {status}"
-    err = doc.get("error")
-    text = f"prompt rejected (HTTP {status})"
-    if isinstance(err, dict):
-        text += f": {_str(err.get('message'), 200)}"
-        if err.get("details"):
-            text += f": {_str(err.get('details'), 300)}"
-    elif isinstance(err, str):
-        text += f": {_str(err, 300)}"
-    nodes = doc.get("node_errors")
-    if isinstance(nodes, dict):
-        for node_id, info in list(nodes.items())[:1]:
-            errs = info.get("errors") if isinstance(info, dict) else None
-            if isinstance(errs, list) and errs and isinstance(errs[0], dict):
-                text += (
-                    f"; node {_str(node_id, 64)} ({_str(info.get('class_type'), 128)}): "
-                    f"{_str(errs[0].get('message'), 200)}: {_str(errs[0].get('details'), 200)}"
-                )
-    return text
