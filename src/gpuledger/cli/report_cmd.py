@@ -1,6 +1,7 @@
 """``gpuledger report RUN [RUN ...] [--html FILE] [--md FILE] [--profile RUN=P ...] [--db] [--json]``,
 ``gpuledger report --trend LABEL [--model M] [--metric NAME]`` (a figure over time: report/trend.py), and
-``gpuledger report --matrix ID [--html FILE] [--md FILE] [--json]`` (a benchmark matrix: report/matrix.py)."""
+``gpuledger report --matrix ID [--html FILE] [--md FILE] [--json]`` (a benchmark matrix: report/matrix.py
+builds it, report/matrix_page.py lays it out)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from gpuledger.cli.groups import any_group, expand
 from gpuledger.errors import UsageError
 
 if TYPE_CHECKING:
-    from gpuledger.report.matrix import MatrixReport
+    from gpuledger.report.matrix_model import MatrixReport
 
 
 def parse_profiles(values: list[str] | None) -> dict[str, str]:
@@ -195,7 +196,7 @@ def read_matrix(db: str | None, matrix_id: str) -> MatrixReport:
 def show_matrix(db: str | None, matrix_id: str, *, json_out: bool) -> None:
     """``gpuledger matrix show ID``: the matrix report and every cell × repeat (status, attempts, run)."""
     from gpuledger.report import render_terminal
-    from gpuledger.report.matrix import matrix_page
+    from gpuledger.report.matrix_page import matrix_page
 
     report = read_matrix(db, matrix_id)
     if json_out:
@@ -208,7 +209,7 @@ def _matrix(db: str | None, matrix_id: str, html: Path | None, md: str | None, j
     """``report --matrix ID``: the cheapest target per load level, every cell, each target's Pareto fronts
     (plotted in --html); --json prints the matrix's document and the files written."""
     from gpuledger.report import render_html, render_markdown, render_terminal
-    from gpuledger.report.matrix import matrix_page
+    from gpuledger.report.matrix_page import matrix_page
 
     if md == "-" and json_out:
         raise UsageError("--md - and --json both want stdout; write the Markdown to a file")

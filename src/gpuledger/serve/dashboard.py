@@ -35,7 +35,8 @@ from gpuledger.cost.stored import StoredComparison, compare_stored, price_run
 from gpuledger.errors import StoreError
 from gpuledger.records import RunInfo
 from gpuledger.report import build_report
-from gpuledger.report.matrix import MatrixReport, build_matrix_report
+from gpuledger.report.matrix import build_matrix_report
+from gpuledger.report.matrix_model import MatrixReport
 from gpuledger.report.model import ReportData
 from gpuledger.report.run_documents import JsonObject, runs_document
 from gpuledger.report.show_document import ShowDocument

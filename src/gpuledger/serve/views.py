@@ -14,7 +14,8 @@ from gpuledger.report.costs import _comparison_tables, parts_figure, throughput_
 from gpuledger.report.fmt import num
 from gpuledger.report.groups import group_comparison_answer, group_table
 from gpuledger.report.headline import ratio_answer
-from gpuledger.report.matrix import MatrixReport, matrix_page
+from gpuledger.report.matrix_model import MatrixReport
+from gpuledger.report.matrix_page import matrix_page
 from gpuledger.report.model import Answer, ReportData, RunRef, Section, Table
 from gpuledger.report.trend import Trend, trend_report
 from gpuledger.serve.dashboard import TREND_MAX_RUNS
