@@ -164,7 +164,7 @@ def expected_cells(dev: DeviceStatus, cost: CostStatus | None) -> list[str]:
         dev.device, dev.name,
         "yes" if dev.up else "no",
         "n/a" if util is None else f"{util * 100:.0f} %",
-        "n/a" if dev.energy_j is None else f"{dev.energy_j:.1f} J ({dev.energy_method})",
+        "n/a —" if dev.energy_j is None else f"{dev.energy_j:.1f} J ({dev.energy_method})",
         f"{dev.busy_s:.1f} s",
         f"{dev.idle_cost:.4f} {cost.currency}" if cost and dev.idle_cost is not None else "—",
         "ACTIVE" if dev.low_utilization_alert else "",
@@ -182,6 +182,9 @@ def test_the_terminal_summary_shows_the_models_figures(
         if not dev.up:  # "no" and the error, which may wrap onto the row's next lines
             assert cells[2].startswith("no")
             cells[2] = "no"
+        if dev.energy_j is None:  # "n/a — " and why (its reason, which may wrap)
+            assert cells[4].startswith("n/a —")
+            cells[4] = "n/a —"
         assert cells == want
     cost = status.cost
     if cost is not None:
@@ -207,3 +210,12 @@ def test_the_terminal_summary_shows_the_models_figures(
                 f"cost per 1M tokens {price}") in out
         for key, why in w.reasons.items():
             assert f"  {key}: n/a — {why}" in out
+
+
+def test_what_a_device_or_engine_said_is_shown_as_text_not_markup(
+        scenario: Scenario, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    status = scenario.state.status(scenario.now)
+    dev = status.devices[0].model_copy(update={"name": "[red]gpu[/red]", "up": False,
+                                               "error": "[bold]lost[/bold]"})
+    out = rendered(status.model_copy(update={"devices": (dev, *status.devices[1:])}), capsys, monkeypatch)
+    assert "[red]gpu[/red]" in out and "[bold]lost[/bold]" in out

@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.status import Status
 from rich.table import Table
+from rich.text import Text
 
 from gpuledger.cli.common import JsonOpt, console, err_console, print_json
 from gpuledger.errors import UsageError
@@ -50,42 +51,48 @@ def _status_text(state: MonitorState, url: str) -> str:
 
 
 def _render(doc: MonitorStatus) -> None:
-    table = Table(title=f"gpuledger monitor — {doc.uptime_s:.0f} s on {doc.hostname}",
+    """The summary at the end of a monitor session. What a device, an exporter or an engine said (names,
+    errors, reasons, URLs) is shown as text, never read as markup."""
+    table = Table(title=Text(f"gpuledger monitor — {doc.uptime_s:.0f} s on {doc.hostname}"),
                   title_justify="left")
     for col in ("device", "name", "up", "util now", "energy", "busy", "idle cost", "alert"):
         table.add_column(col)
     cost = doc.cost
     for d in doc.devices:
         util = d.util_now
-        energy = f"{d.energy_j:.1f} J ({d.energy_method})" if d.energy_j is not None else "n/a"
+        if d.energy_j is not None:
+            energy = Text(f"{d.energy_j:.1f} J ({d.energy_method})")
+        else:
+            energy = Text(f"n/a — {d.energy_reason}" if d.energy_reason else "n/a — no power reading")
         idle = f"{d.idle_cost:.4f} {cost.currency}" if cost and d.idle_cost is not None else "—"
-        table.add_row(d.device, d.name, "yes" if d.up else f"[yellow]no[/yellow] {d.error or ''}",
-                      "n/a" if util is None else f"{util * 100:.0f} %", energy, f"{d.busy_s:.1f} s", idle,
-                      "[red]ACTIVE[/red]" if d.low_utilization_alert else "")
+        up = Text("yes") if d.up else Text("no ", style="yellow") + Text(d.error or "")
+        table.add_row(Text(d.device), Text(d.name), up,
+                      "n/a" if util is None else f"{util * 100:.0f} %", energy, f"{d.busy_s:.1f} s",
+                      Text(idle), Text("ACTIVE", style="red") if d.low_utilization_alert else "")
     console.print(table)
     if cost:
         parts = ", ".join(f"{k} {v:.4f}" for k, v in cost.components.items() if v)
-        console.print(f"cost accrued: {cost.total:.4f} {cost.currency} ({parts or 'nothing yet'}) "
-                      f"— {cost.note}; power: {cost.power_source}")
+        console.print(Text(f"cost accrued: {cost.total:.4f} {cost.currency} ({parts or 'nothing yet'}) "
+                           f"— {cost.note}; power: {cost.power_source}"))
         if cost.energy_reason:
-            console.print(f"  {cost.energy_reason}")
+            console.print(Text(f"  {cost.energy_reason}"))
     else:
-        console.print(doc.cost_note)
+        console.print(Text(doc.cost_note))
     eng = doc.engine
     if eng:
         w = eng.window
         if not eng.up:
-            console.print(f"engine {eng.url}: down — {eng.reason}")
+            console.print(Text(f"engine {eng.url}: down — {eng.reason}"))
         elif w and eng.last:
             cur = cost.currency if cost else ""
             per_m = w.cost_per_million_tokens
             reqs = "n/a" if w.requests is None else f"{w.requests:.0f}"
             out = "n/a" if w.output_tokens is None else f"{w.output_tokens:.0f}"
             price = "n/a" if per_m is None else f"{per_m:.4f} {cur}"
-            console.print(f"engine {eng.last.engine} over {w.window_s:.0f} s: {out} output tokens, "
-                          f"{reqs} requests; cost per 1M tokens {price}")
+            console.print(Text(f"engine {eng.last.engine} over {w.window_s:.0f} s: {out} output tokens, "
+                               f"{reqs} requests; cost per 1M tokens {price}"))
             for key, why in w.reasons.items():
-                console.print(f"  {key}: n/a — {why}")
+                console.print(Text(f"  {key}: n/a — {why}"))
 
 
 def _live_display(state: MonitorState, url: str, duration_s: float | None
